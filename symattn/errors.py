@@ -1,0 +1,66 @@
+"""Exceptions raised by symattn.
+
+Every user-facing error is a subclass of :class:`SymattnError`, so the CLI can
+turn it into a one-line message and exit code 2 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class SymattnError(Exception):
+    """Base class of every error symattn raises on purpose."""
+
+
+class ParameterError(SymattnError, ValueError):
+    """A parameter is outside its allowed range.
+
+    The message names the parameter, the value received and the allowed range.
+    """
+
+    def __init__(self, name: str, value, allowed: str, hint: str = ""):
+        self.name = name
+        self.value = value
+        self.allowed = allowed
+        msg = f"invalid {name}={value!r}: allowed {allowed}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class ActivationError(SymattnError, ValueError):
+    """An activation cannot be built or used as requested (unknown name, bad expression, ...)."""
+
+
+class ConvergenceError(SymattnError, ArithmeticError):
+    """A deterministic-equivalent solver failed to converge, or converged to the wrong branch.
+
+    Attributes
+    ----------
+    residuals : array-like
+        Residual of each equation at the last iterate (max-norm per point).
+    iterations : int
+        Iterations spent.
+    point : dict
+        The parameters (c, gamma, ...) of the failing point(s).
+    reason : str
+        'no convergence' or 'wrong branch: ...'.
+    """
+
+    def __init__(self, reason: str, residuals=None, iterations: int | None = None, point: dict | None = None):
+        self.reason = reason
+        self.residuals = residuals
+        self.iterations = iterations
+        self.point = point or {}
+        parts = [reason]
+        if iterations is not None:
+            parts.append(f"after {iterations} iterations")
+        if residuals is not None:
+            try:
+                import numpy as np
+
+                parts.append(f"max residual {float(np.max(np.abs(np.asarray(residuals, dtype=float)))):.3e}")
+            except Exception:  # pragma: no cover - residuals of exotic type
+                parts.append(f"residuals {residuals}")
+        if self.point:
+            parts.append("at " + ", ".join(f"{k}={v}" for k, v in self.point.items()))
+        super().__init__("; ".join(parts))
