@@ -209,7 +209,11 @@ class Geometry:
         if p < k:
             raise ParameterError("p", p, f"p >= {k} to embed the geometry")
         eig, vec = np.linalg.eigh(self.gram)
-        coords = vec * np.sqrt(np.clip(eig, 0.0, None))  # rows: coordinates of each vector
+        # eigenvalues at rounding level are exact zeros (e.g. the aligned geometry has rank 1):
+        # their square roots (~1e-8) would otherwise make w_K = mu only to 1e-8
+        scale = max(1.0, float(np.max(np.abs(eig))))
+        eig = np.where(eig > 1e-14 * k * scale, eig, 0.0)
+        coords = vec * np.sqrt(eig)  # rows: coordinates of each vector
         V = np.zeros((k, p))
         V[:, :k] = coords
         r = self.rank
@@ -223,8 +227,8 @@ class Geometry:
     def as_dict(self) -> dict:
         if self.rank == 1:
             g = self.gram
-            return {"snr": g[0, 0], "wk2": g[1, 1], "wq2": g[2, 2],
-                    "mu_wk": g[0, 1], "mu_wq": g[0, 2], "wk_wq": g[1, 2]}
+            return {"snr": float(g[0, 0]), "wk2": float(g[1, 1]), "wq2": float(g[2, 2]),
+                    "mu_wk": float(g[0, 1]), "mu_wq": float(g[0, 2]), "wk_wq": float(g[1, 2])}
         return {"gram": self.gram.tolist(), "rank": self.rank}
 
     def __repr__(self) -> str:

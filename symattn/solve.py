@@ -1,0 +1,66 @@
+r"""The public entry point of the theory: ``memorization_error`` (E_A and E_LR in the limit).
+
+  E(γ) = lim γ² ŷᵀ Q(γ)² ŷ = −γ² F'(γ),   F(γ) = lim ŷᵀ (ΦᵀΦ/n + γ I_n)^{-1} ŷ,
+
+with Φ = X K_X (attention, MATH §6) or Φ = X (linear regression, MATH §3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .activations import activation as _activation
+from .backends.context import context
+from .backends import solver
+from .errors import ParameterError
+from .model import as_geometry, check_c, check_gamma, kernel_constants
+
+MODELS = ("attention", "linear", "both")
+
+
+def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
+                       backend: str = "numpy", dps: int | None = None, n: int | None = None,
+                       diagonal: str = "f"):
+    r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
+
+    Parameters
+    ----------
+    f : activation spec (catalog name, SymPy string in x, sympy expr, callable, or Activation)
+    c : p/n > 0, scalar or array (broadcast against ``gamma``)
+    gamma : ridge γ > 0, scalar or array
+    geometry : :class:`~symattn.model.Geometry` (Gram matrix of μ, w_K, w_Q); default μ = w = 0
+    model : 'attention' (E_A, MATH §6), 'linear' (E_LR, MATH §3) or 'both'
+    backend : 'numpy' (float64, vectorised) or 'mpmath' (``dps`` digits, default 30)
+    n : if given, use the finite-p diagonal d_n with p = round(c·n) instead of d = lim f(√p)/√p
+    diagonal : 'f' (the kernel's diagonal is f, giving d) or 'zero' (d = 0)
+
+    Returns
+    -------
+    numpy float array of shape broadcast(c, gamma) -- or, for model='both',
+    ``{"attention": array, "linear": array}``. With backend='mpmath' the arrays hold mpf.
+    """
+    if model not in MODELS:
+        raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
+    c_arr, g_arr = check_c(c), check_gamma(gamma)
+    geom = as_geometry(geometry)
+    ctx = context(backend, dps)
+    shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
+    cb, gb = (np.broadcast_to(v, shape).reshape(-1) for v in (c_arr, g_arr))
+    out = {}
+    with ctx:
+        if model in ("linear", "both"):
+            out["linear"] = solver.linear_error(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(geom.snr))
+        if model in ("attention", "both"):
+            f = _activation(f)
+            k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
+                                 snr=geom.snr, dps=ctx.dps if ctx.name == "mpmath" else None)
+            info = {"activation": f.name, "diagonal": diagonal}
+            E, _, _ = solver.attention_error(ctx, cb, gb, k.a1, k.s2, k.d, geom.gram, geom.rank, point_info=info)
+            out["attention"] = E
+    result = {key: _finish(ctx, val, shape) for key, val in out.items()}
+    return result if model == "both" else result[model]
+
+
+def _finish(ctx, values, shape):
+    arr = np.asarray(values, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
+    return arr
