@@ -479,7 +479,11 @@ class Activation:
     ``name`` is the catalog name, the expression string, or the callable's ``__name__``;
     ``expr`` the SymPy expression in x of the uncentred f (None for callables); ``kind`` one of
     'catalog', 'expression', 'callable'; ``kinks`` the points where f is not analytic
-    (floats; the quadrature splits there).
+    (floats; the quadrature splits there: found from Abs/Max/Min/Piecewise/sign/Heaviside for
+    expressions, given by ``kinks=[...]`` for callables); ``float_only`` -- a callable that
+    does not accept mpmath numbers, so its coefficients have float64 accuracy only.
+
+    The constructor takes the same ``spec`` as :func:`activation` (which adds caching).
     """
 
     def __init__(self, spec, *, kinks=None, name: str | None = None):
@@ -488,7 +492,6 @@ class Activation:
         self._dn_cache: dict = {}
         self.float_only = False
         self._func = None
-        self._spec = spec
         if isinstance(spec, str):
             nm, expr, kind = _parse_string(spec)
             expr = _canonical_expr(expr, spec)
@@ -514,8 +517,6 @@ class Activation:
         self.kind = kind
         if expr is not None:
             exact_kinks, complete = _find_kinks(expr)
-            if kinks is not None:
-                complete = False
             self._exact_kinks = exact_kinks if complete else None
             self.kinks = tuple(sorted({float(k) for k in exact_kinks} | {float(k) for k in (kinks or ())}))
             self._special = _special_points(expr)
@@ -1000,6 +1001,8 @@ def activation(spec, *, kinks=None) -> Activation:
         inst = _INSTANCES.get(key)
         if inst is None:
             inst = Activation(spec)
+            if len(_INSTANCES) >= 512:
+                _INSTANCES.clear()
             _INSTANCES[key] = inst
         return inst
     return Activation(spec, kinks=kinks)

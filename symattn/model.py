@@ -280,10 +280,9 @@ def kernel_constants(f, diagonal: str = "f", n: int | None = None, c=None, snr: 
     """
     check_diagonal(diagonal)
     if dps is not None:
-        a1, nu = (f.constants(dps)[k] for k in ("a1", "nu"))
+        a1, s2 = (f.constants(dps)[k] for k in ("a1", "s2"))
     else:
-        a1, nu = f.a1, f.nu
-    s2 = nu - a1**2
+        a1, s2 = f.a1, f.nu - f.a1**2
     if diagonal == "zero":
         d = 0.0
     elif f.d is None or not math.isfinite(float(f.d)):

@@ -20,7 +20,7 @@ class FloatContext:
     lambdify_modules = "numpy"
     tol = 1e-13          # Newton: relative residual
     quad_tol = 1e-12     # quadrature: relative change when the node count doubles
-    nodes = 192          # initial Marchenko-Pastur quadrature nodes
+    nodes = 64           # initial Marchenko-Pastur quadrature nodes (doubled where needed)
     max_nodes = 1 << 15
 
     def __enter__(self):

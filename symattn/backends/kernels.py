@@ -2,7 +2,7 @@ r"""The compiled pieces of each system, derived from the SymPy objects by differ
 
 - ``bulk-newton``: the integrands g_i of e_i = ∫ g_i dμ_S and their Jacobian ∂g_i/∂e_j.
 - ``bulk-sensitivity``: ∂g_i/∂γ (for implicit differentiation, de/dγ = (I − ∫∂g/∂e)^{-1} ∫∂g/∂γ).
-- ``traces``: the nine trace integrands, their ∂/∂e_j and ∂/∂γ.
+- ``traces``: the nine trace integrands and their total γ-derivatives given ė (chain rule).
 - ``gamma-r{r}``, ``gamma-dot-r{r}``, ``c-hat-r{r}``: Γ(T, 𝔊, c), Γ̇ = Σ_T ∂Γ/∂T · Ṫ, Ĉ(a1, 𝔊, c).
 - ``linear``: E_LR(c, γ, m2) in closed form.
 """
@@ -13,26 +13,35 @@ import sympy as sp
 
 from ..systems import attention_system, bulk_system, linear_system
 from ..systems.attention import TRACE_INTEGRANDS, TRACE_SYMBOLS
+from ..systems.bulk import INTERMEDIATES, Delta, total_derivative
 from ..systems.symbols import a1, c, d, e1, e2, e3, gamma, lam, m2, s2
 from .compile import CompiledExprs, CompiledMatrix
 
 UNKNOWNS = (e1, e2, e3)
 INTEGRAND_ARGS = (lam, e1, e2, e3, c, gamma, a1, s2, d)
+E_DOTS = tuple(sp.Symbol(f"edot_{i}") for i in (1, 2, 3))
 TRACE_DOTS = tuple(sp.Symbol(f"Tdot_{i}") for i in range(len(TRACE_SYMBOLS)))
 
 
+def _integrands(exprs, modules):
+    return CompiledExprs(exprs, INTEGRAND_ARGS, modules, intermediates=INTERMEDIATES)
+
+
 def build(key: str, modules: str):
+    g = bulk_system().integrands
+    if key == "bulk-residual":
+        return _integrands(list(g), modules)
     if key == "bulk-newton":
-        g = bulk_system().integrands
-        jac = [sp.diff(gi, ej) for gi in g for ej in UNKNOWNS]
-        return CompiledExprs(list(g) + jac, INTEGRAND_ARGS, modules)
+        return _integrands(list(g) + [total_derivative(gi, ej) for gi in g for ej in UNKNOWNS], modules)
     if key == "bulk-sensitivity":
-        return CompiledExprs([sp.diff(gi, gamma) for gi in bulk_system().integrands], INTEGRAND_ARGS, modules)
-    if key == "traces":
+        return _integrands([total_derivative(gi, gamma) for gi in g], modules)
+    if key == "delta":
+        return _integrands([Delta], modules)
+    if key == "traces":  # T and its γ-derivative along the bulk solution, Ṫ = ∂T/∂γ + Σ_j ∂T/∂e_j ė_j
         T = list(TRACE_INTEGRANDS)
-        dT_de = [sp.diff(t, ej) for t in T for ej in UNKNOWNS]
-        dT_dg = [sp.diff(t, gamma) for t in T]
-        return CompiledExprs(T + dT_de + dT_dg, INTEGRAND_ARGS, modules)
+        T_dot = [total_derivative(t, gamma) + sum(total_derivative(t, ej) * ed for ej, ed in zip(UNKNOWNS, E_DOTS))
+                 for t in T]
+        return CompiledExprs(T + T_dot, INTEGRAND_ARGS + E_DOTS, modules, intermediates=INTERMEDIATES)
     if key == "linear":
         return CompiledExprs([linear_system().closed_form["E"]], (c, gamma, m2), modules)
     kind, rank = key.rsplit("-r", 1)

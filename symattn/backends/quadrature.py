@@ -30,6 +30,8 @@ def mp_nodes(ctx, c, m: int):
     return np.concatenate([zero, lam], axis=1), np.concatenate([atom, w], axis=1)
 
 
-def integrate(values, weights):
-    """Σ_k w_k g(λ_k) along the last axis."""
-    return (values * weights).sum(axis=-1)
+def integrate_many(values, weights):
+    """Σ_k w_k g_j(λ_k) for a list of integrand arrays g_j of shape (P, M): returns (P, J)."""
+    if weights.dtype == object:
+        return np.stack([(v * weights).sum(axis=-1) for v in values], axis=-1)
+    return np.stack([np.einsum("pm,pm->p", v, weights) for v in values], axis=-1)

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ConvergenceError
 from .compile import compiled
 from .kernels import gram_values
-from .quadrature import integrate, mp_nodes
+from .quadrature import integrate_many, mp_nodes
 
 NEWTON_MAX_ITER = 100
 FIXED_POINT_MAX_ITER = 20000
@@ -30,36 +30,49 @@ FIXED_POINT_MAX_ITER = 20000
 
 @dataclass
 class BulkSolution:
-    """Solution of the bulk system at P points (arrays of shape (P,))."""
+    """Solution of the bulk system at P points.
+
+    ``groups`` holds, for each quadrature size used, the point indices and their nodes and
+    weights (P_g, M_g): points whose integrands are sharper got more nodes.
+    """
 
     e: np.ndarray            # (P, 3): e1, e2, e3
-    lam: np.ndarray          # (P, M) quadrature nodes
-    w: np.ndarray            # (P, M) weights
-    params: tuple            # (rc, gamma, a1, s2, d) each (P, 1)
+    params: tuple            # (√c, γ, a1, s², d), each (P, 1)
+    groups: list             # [(indices, lam, w)]
     iterations: int
     residual: np.ndarray     # (P,) max-norm relative residual
 
-    def integrand_args(self):
-        rc, g, a1, s2, d = self.params
-        e = self.e
-        return (self.lam, e[:, 0:1], e[:, 1:2], e[:, 2:3], rc, g, a1, s2, d)
+    def integrate(self, ctx, key: str, extra=None):
+        """∫ g_j dμ_S for the compiled integrand list ``key`` at the solution: array (P, J).
+
+        ``extra``: per-point arrays (P, k) passed as k further arguments (e.g. ė).
+        """
+        fn = compiled(key, ctx.lambdify_modules)
+        parts = []
+        for idx, lam, w in self.groups:
+            sub = tuple(p[idx] for p in self.params)
+            more = () if extra is None else tuple(extra[idx][:, j:j + 1] for j in range(extra.shape[1]))
+            parts.append((idx, integrate_many(fn(*_args(lam, self.e[idx], sub), *more), w)))
+        J = parts[0][1].shape[1]
+        out = np.empty((self.e.shape[0], J), dtype=parts[0][1].dtype)
+        for idx, vals in parts:
+            out[idx] = vals
+        return out
 
 
-def _broadcast_points(ctx, *arrays):
-    arrays = [ctx.convert(a) for a in arrays]
-    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-    return shape, [np.broadcast_to(a, shape).reshape(-1) for a in arrays]
-
-
-def _fixed_point_map(ctx, newton_fn, lam, w, e, params, jacobian=True):
+def _args(lam, e, params):
     rc, g, a1, s2, d = params
-    vals = newton_fn(lam, e[:, 0:1], e[:, 1:2], e[:, 2:3], rc, g, a1, s2, d)
-    P = e.shape[0]
-    I = np.stack([integrate(v, w) for v in vals[:3]], axis=-1)
+    return (lam, e[:, 0:1], e[:, 1:2], e[:, 2:3], rc, g, a1, s2, d)
+
+
+def _fixed_point_map(ctx, lam, w, e, params, jacobian=True):
+    """I(e) = ∫ g(λ; e) dμ_S (P, 3) and, with ``jacobian``, ∫ ∂g/∂e dμ_S (P, 3, 3)."""
+    key = "bulk-newton" if jacobian else "bulk-residual"
+    vals = compiled(key, ctx.lambdify_modules)(*_args(lam, e, params))
+    I = integrate_many(vals[:3], w)
     if not jacobian:
         return I, None
-    JI = np.stack([integrate(v, w) for v in vals[3:12]], axis=-1).reshape(P, 3, 3)
-    return I, JI
+    return I, integrate_many(vals[3:12], w).reshape(-1, 3, 3)
 
 
 def _relative_residual(ctx, e, I):
@@ -67,209 +80,168 @@ def _relative_residual(ctx, e, I):
     return np.max(np.abs(ctx.to_float(e - I)) / scale, axis=-1)
 
 
-def _delta_min(ctx, lam, e, params):
-    rc, g, a1, s2, d = params
-    beta = rc * (a1 * (lam - 1) + d) - s2 * e[:, 2:3]
-    delta = (g + s2 * e[:, 1:2]) * (1 + s2 * e[:, 0:1] * lam) + lam * beta**2
-    return np.min(ctx.to_float(delta), axis=-1)
+def _delta(ctx, lam, e, params):
+    return ctx.to_float(compiled("delta", ctx.lambdify_modules)(*_args(lam, e, params))[0])
 
 
-def _admissible(ctx, lam, e, params):
+def _admissible(ctx, lam, w, e, params):
+    """e1 > 0, 0 ≤ e2 ≤ 1 and Δ(λ) > 0 on every node of positive weight (the branch at z = −γ)."""
     ef = ctx.to_float(e)
     ok = np.all(np.isfinite(ef), axis=-1) & (ef[:, 0] > 0) & (ef[:, 1] > -1e-9) & (ef[:, 1] < 1 + 1e-9)
-    with np.errstate(invalid="ignore"):
-        ok &= _delta_min(ctx, lam, e, params) > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        live = ctx.to_float(w) != 0
+        ok &= np.all((_delta(ctx, lam, e, params) > 0) | ~live, axis=-1)
     return ok
 
 
-def _newton(ctx, fn, lam, w, e, params, tol):
-    """Vectorised damped Newton; returns (e, residual, converged mask, iterations)."""
-    P = e.shape[0]
+def _newton(ctx, lam, w, e, params, tol):
+    """Vectorised Newton with backtracking; returns (e, residual, converged mask, iterations)."""
     eye = ctx.convert(np.eye(3))
-    I, JI = _fixed_point_map(ctx, fn, lam, w, e, params)
+    I, JI = _fixed_point_map(ctx, lam, w, e, params)
     res = _relative_residual(ctx, e, I)
     it = 0
     active = res > tol
     while np.any(active) and it < NEWTON_MAX_ITER:
         it += 1
         idx = np.nonzero(active)[0]
-        sub = tuple(p[idx] for p in params)
-        J = eye[None] - JI[idx]
-        step = ctx.solve(J, e[idx] - I[idx])
+        step = ctx.solve(eye[None] - JI[idx], e[idx] - I[idx])
         t = 1.0
-        accepted = np.zeros(idx.size, dtype=bool)
-        e_new = e[idx].copy()
-        for _ in range(30):
-            trial = e[idx] - t * step
-            ok = _admissible(ctx, lam[idx], trial, sub)
-            I_t, _ = _fixed_point_map(ctx, fn, lam[idx], w[idx], np.where(ok[:, None], trial, e[idx]), sub, jacobian=False)
-            r_t = _relative_residual(ctx, np.where(ok[:, None], trial, e[idx]), I_t)
-            better = ok & ~accepted & ((r_t < res[idx]) | (r_t <= tol))
-            e_new[better] = trial[better]
-            accepted |= better
-            if accepted.all():
+        pending = idx
+        pstep = step
+        for _ in range(40):
+            sub = tuple(p[pending] for p in params)
+            trial = e[pending] - t * pstep
+            ok = _admissible(ctx, lam[pending], w[pending], trial, sub)
+            safe = np.where(ok[:, None], trial, e[pending])
+            I_t, JI_t = _fixed_point_map(ctx, lam[pending], w[pending], safe, sub)
+            r_t = _relative_residual(ctx, safe, I_t)
+            better = ok & ((r_t < res[pending]) | (r_t <= tol))
+            took = pending[better]
+            e[took], I[took], JI[took], res[took] = trial[better], I_t[better], JI_t[better], r_t[better]
+            pending, pstep = pending[~better], pstep[~better]
+            if not pending.size:
                 break
             t *= 0.5
-        if not accepted.any():
-            break
-        e[idx] = e_new
-        stalled = idx[~accepted]
-        I_new, JI_new = _fixed_point_map(ctx, fn, lam[idx], w[idx], e[idx], sub)
-        I[idx], JI[idx] = I_new, JI_new
-        res[idx] = _relative_residual(ctx, e[idx], I_new)
         active = res > tol
-        active[stalled] = False
+        active[pending] = False  # no descent: leave to the fallback
     return e, res, res <= tol, it
 
 
-def _fixed_point(ctx, fn, lam, w, e, params, tol):
+def _fixed_point(ctx, lam, w, e, params, tol):
     """Damped iteration e ← ½e + ½I(e) (MATH §5), the fallback for points where Newton fails."""
     for it in range(1, FIXED_POINT_MAX_ITER + 1):
-        I, _ = _fixed_point_map(ctx, fn, lam, w, e, params, jacobian=False)
+        I, _ = _fixed_point_map(ctx, lam, w, e, params, jacobian=False)
         res = _relative_residual(ctx, e, I)
         if np.all(res <= tol):
-            return e, res, it
+            break
         e = (e + I) / 2
     return e, res, it
 
 
 def _initial_guess(ctx, gamma):
-    P = gamma.shape[0]
-    e = ctx.convert(np.zeros((P, 3)))
+    e = ctx.convert(np.zeros((gamma.shape[0], 3)))
     e[:, 0] = 1 / gamma.reshape(-1)
     return e
 
 
+def _points(ctx, *values):
+    """Broadcast scalars/arrays to 1-D arrays of P points in the context's arithmetic."""
+    P = int(np.prod(np.broadcast_shapes(*(np.shape(v) for v in values)) or (1,)))
+    return P, [np.broadcast_to(ctx.convert(v), np.broadcast_shapes(*(np.shape(x) for x in values)))
+               .reshape(P).copy() for v in values]
+
+
 def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
-    """Solve the bulk system at the points (c, γ, a1, s², d) (broadcast 1-D arrays)."""
-    fn = compiled("bulk-newton", ctx.lambdify_modules)
-    c, gamma, a1, s2, d = (ctx.convert(np.asarray(v, dtype=object if ctx.name == "mpmath" else float)).reshape(-1)
-                           if np.ndim(v) else v for v in (c, gamma, a1, s2, d))
-    P = np.broadcast_shapes(np.shape(c), np.shape(gamma), np.shape(a1), np.shape(s2), np.shape(d))[0]
-    c, gamma, a1, s2, d = (np.broadcast_to(ctx.convert(v), (P,)).copy() for v in (c, gamma, a1, s2, d))
+    """Solve the bulk system at the points (c, γ, a1, s², d) (scalars or arrays, broadcast).
+
+    Newton from e = (1/γ, 0, 0) on m Marchenko–Pastur nodes; points that fail fall back to the
+    damped fixed point; then points whose residual on 2m nodes exceeds ``ctx.quad_tol`` are
+    re-solved (warm start) with 2m nodes, until ``ctx.max_nodes``.
+    """
+    P, (c, gamma, a1, s2, d) = _points(ctx, c, gamma, a1, s2, d)
     params = tuple(v.reshape(P, 1) for v in (ctx.sqrt(c), gamma, a1, s2, d))
     e = _initial_guess(ctx, gamma)
-    m = ctx.nodes
-    total_it = 0
+    m, total_it = ctx.nodes, 0
     todo = np.arange(P)
-    lam_all, w_all = [None] * P, [None] * P
-    res_all = np.zeros(P)
+    groups, res_all = [], np.zeros(P)
     while todo.size:
         sub = tuple(p[todo] for p in params)
         lam, w = mp_nodes(ctx, c[todo], m)
-        e_sub, res, conv, it = _newton(ctx, fn, lam, w, e[todo].copy(), sub, ctx.tol)
+        e_sub, res, conv, it = _newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
         total_it += it
-        bad = ~conv | ~_admissible(ctx, lam, e_sub, sub)
-        if np.any(bad):  # fallback: damped fixed point from the standard start
-            b = np.nonzero(bad)[0]
-            sb = tuple(p[b] for p in sub)
-            e_fp, res_fp, it_fp = _fixed_point(ctx, fn, lam[b], w[b], _initial_guess(ctx, gamma[todo][b]), sb, ctx.tol)
+        bad = np.nonzero(~conv | ~_admissible(ctx, lam, w, e_sub, sub))[0]
+        if bad.size:
+            sb = tuple(p[bad] for p in sub)
+            e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
+                                                        sb, ctx.tol)
             total_it += it_fp
-            e_sub[b], res[b] = e_fp, res_fp
         e[todo] = e_sub
-        # quadrature check: the residual on twice the nodes
         lam2, w2 = mp_nodes(ctx, c[todo], 2 * m)
-        I2, _ = _fixed_point_map(ctx, fn, lam2, w2, e_sub, sub, jacobian=False)
-        qres = _relative_residual(ctx, e_sub, I2)
-        fine = qres <= ctx.quad_tol
-        for k, j in enumerate(todo):
-            if fine[k]:
-                lam_all[j], w_all[j], res_all[j] = lam[k], w[k], float(max(res[k], 0.0))
-        todo = todo[~fine]
-        m *= 2
-        if todo.size and m > ctx.max_nodes:
-            raise ConvergenceError(
-                "quadrature did not converge (integrand too sharply peaked)",
-                residuals=qres[~fine], iterations=total_it,
-                point=_describe(point_info, todo, c, gamma))
-    M = max(len(x) for x in lam_all)
-    lam_out = np.stack([_pad(ctx, x, M) for x in lam_all])
-    w_out = np.stack([_pad(ctx, x, M) for x in w_all])
-    sol = BulkSolution(e=e, lam=lam_out, w=w_out, params=params, iterations=total_it, residual=res_all)
+        I2, _ = _fixed_point_map(ctx, lam2, w2, e_sub, sub, jacobian=False)
+        fine = _relative_residual(ctx, e_sub, I2) <= ctx.quad_tol
+        if fine.any():
+            groups.append((todo[fine], lam[fine], w[fine]))
+            res_all[todo[fine]] = ctx.to_float(res[fine])
+        if not fine.all() and 2 * m > ctx.max_nodes:
+            raise ConvergenceError("quadrature did not converge (integrand too sharply peaked)",
+                                   residuals=_relative_residual(ctx, e_sub, I2)[~fine], iterations=total_it,
+                                   point=_describe(point_info, todo[~fine], c, gamma))
+        todo, m = todo[~fine], 2 * m
+    sol = BulkSolution(e=e, params=params, groups=groups, iterations=total_it, residual=res_all)
     _check_branch(ctx, sol, point_info, c, gamma)
     return sol
-
-
-def _pad(ctx, x, M):
-    if len(x) == M:
-        return x
-    pad = ctx.convert(np.zeros(M - len(x)))
-    return np.concatenate([x, pad])  # zero-weight nodes at λ = 0 contribute nothing
 
 
 def _describe(info, idx, c, gamma):
     k = int(idx[0])
     out = {"c": float(c[k]), "gamma": float(gamma[k])}
-    if info:
-        out.update(info)
+    out.update(info or {})
     if len(idx) > 1:
         out["points_failing"] = int(len(idx))
     return out
 
 
 def _check_branch(ctx, sol, info, c, gamma):
-    ef = ctx.to_float(sol.e)
-    bad_conv = sol.residual > float(ctx.tol) * 10
-    if np.any(bad_conv):
-        idx = np.nonzero(bad_conv)[0]
+    """Raise ConvergenceError unless every point converged on the branch e1 > 0, 0 ≤ e2 ≤ 1, Δ > 0."""
+    bad = sol.residual > float(ctx.tol) * 10
+    if np.any(bad):
+        idx = np.nonzero(bad)[0]
         raise ConvergenceError("no convergence of the bulk fixed point", residuals=sol.residual[idx],
                                iterations=sol.iterations, point=_describe(info, idx, c, gamma))
-    problems = []
-    if np.any(ef[:, 0] <= 0):
-        problems.append(("e1 <= 0", ef[:, 0] <= 0))
-    if np.any((ef[:, 1] < -1e-9) | (ef[:, 1] > 1 + 1e-9)):
-        problems.append(("e2 outside [0, 1]", (ef[:, 1] < -1e-9) | (ef[:, 1] > 1 + 1e-9)))
-    live = ctx.to_float(sol.w) != 0
-    rc, g, a1, s2, d = sol.params
-    beta = rc * (a1 * (sol.lam - 1) + d) - s2 * sol.e[:, 2:3]
-    delta = ctx.to_float((g + s2 * sol.e[:, 1:2]) * (1 + s2 * sol.e[:, 0:1] * sol.lam) + sol.lam * beta**2)
-    neg = np.any((delta <= 0) & live, axis=-1)
-    if np.any(neg):
-        problems.append(("Delta <= 0 on the support", neg))
-    if problems:
-        what, mask = problems[0]
-        idx = np.nonzero(mask)[0]
-        raise ConvergenceError(f"wrong branch: {what}", residuals=sol.residual[idx], iterations=sol.iterations,
-                               point=dict(_describe(info, idx, c, gamma), e=ef[idx[0]].tolist()))
+    wrong = np.zeros(sol.e.shape[0], dtype=bool)
+    for idx, lam, w in sol.groups:
+        wrong[idx] = ~_admissible(ctx, lam, w, sol.e[idx], tuple(p[idx] for p in sol.params))
+    if np.any(wrong):
+        idx = np.nonzero(wrong)[0]
+        raise ConvergenceError("wrong branch: need e1 > 0, 0 <= e2 <= 1 and Delta > 0 on the support",
+                               residuals=sol.residual[idx], iterations=sol.iterations,
+                               point=dict(_describe(info, idx, c, gamma), e=ctx.to_float(sol.e[idx[0]]).tolist()))
 
 
 def bulk_derivative(ctx, sol: BulkSolution):
     """de/dγ by implicit differentiation of e = I(e; γ): (I − ∫∂g/∂e) ė = ∫∂g/∂γ."""
-    fn = compiled("bulk-newton", ctx.lambdify_modules)
-    sens = compiled("bulk-sensitivity", ctx.lambdify_modules)
-    _, JI = _fixed_point_map(ctx, fn, sol.lam, sol.w, sol.e, sol.params)
-    dI = np.stack([integrate(v, sol.w) for v in sens(*sol.integrand_args())], axis=-1)
-    eye = ctx.convert(np.eye(3))
-    return ctx.solve(eye[None] - JI, dI)
+    JI = sol.integrate(ctx, "bulk-newton")[:, 3:12].reshape(-1, 3, 3)
+    dI = sol.integrate(ctx, "bulk-sensitivity")
+    return ctx.solve(ctx.convert(np.eye(3))[None] - JI, dI)
 
 
-def traces(ctx, sol: BulkSolution, e_dot=None):
-    """The nine traces T (P, 9) and, with ė, their γ-derivatives Ṫ (P, 9)."""
-    vals = compiled("traces", ctx.lambdify_modules)(*sol.integrand_args())
-    P = sol.e.shape[0]
-    T = np.stack([integrate(v, sol.w) for v in vals[:9]], axis=-1)
-    if e_dot is None:
-        return T, None
-    dT_de = np.stack([integrate(v, sol.w) for v in vals[9:36]], axis=-1).reshape(P, 9, 3)
-    dT_dg = np.stack([integrate(v, sol.w) for v in vals[36:45]], axis=-1)
-    T_dot = dT_dg + np.einsum("pij,pj->pi", dT_de, e_dot)
-    return T, T_dot
+def traces(ctx, sol: BulkSolution, e_dot):
+    """The nine traces T (P, 9) and their γ-derivatives Ṫ = ∂T/∂γ + (∂T/∂e) ė (P, 9)."""
+    vals = sol.integrate(ctx, "traces", extra=e_dot)
+    return vals[:, :9], vals[:, 9:]
 
 
-def woodbury(ctx, T, T_dot, a1, gram, rank: int, c):
+def woodbury(ctx, T, T_dot, a1, gram, rank: int, rc):
     """F = Γ00 − eᵀu and F' = Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = Ĉ(I + ΓĈ)^{-1}e (arrays of shape (P,))."""
     mods = ctx.lambdify_modules
     P = T.shape[0]
     dtype = object if ctx.name == "mpmath" else float
     gv = gram_values(gram)
-    cc = ctx.sqrt(ctx.convert(c))
-    Gam = compiled(f"gamma-r{rank}", mods)(*[T[:, i] for i in range(9)], *gv, cc, P=P, dtype=dtype)
-    Gdot = compiled(f"gamma-dot-r{rank}", mods)(*[T_dot[:, i] for i in range(9)], *gv, cc, P=P, dtype=dtype)
-    Ch = compiled(f"c-hat-r{rank}", mods)(a1, *gv, cc, P=P, dtype=dtype)
-    K = Gam.shape[-1]
-    M = ctx.convert(np.eye(K))[None] + Gam @ Ch
-    e = Gam[:, :, 0]
-    e_dot = Gdot[:, :, 0]
+    Gam = compiled(f"gamma-r{rank}", mods)(*T.T, *gv, rc, P=P, dtype=dtype)
+    Gdot = compiled(f"gamma-dot-r{rank}", mods)(*T_dot.T, *gv, rc, P=P, dtype=dtype)
+    Ch = compiled(f"c-hat-r{rank}", mods)(a1, *gv, rc, P=P, dtype=dtype)
+    M = ctx.convert(np.eye(Gam.shape[-1]))[None] + Gam @ Ch
+    e, e_dot = Gam[:, :, 0], Gdot[:, :, 0]
     u = np.einsum("pij,pj->pi", Ch, ctx.solve(M, e))
     F = Gam[:, 0, 0] - (e * u).sum(axis=-1)
     F_dot = Gdot[:, 0, 0] - 2 * (e_dot * u).sum(axis=-1) + np.einsum("pi,pij,pj->p", u, Gdot, u)
@@ -277,40 +249,27 @@ def woodbury(ctx, T, T_dot, a1, gram, rank: int, c):
 
 
 def attention_error(ctx, c, gamma, a1, s2, d, gram, rank: int, point_info=None):
-    """E_A(γ) = −γ² F'(γ) for the attention system at P points; also returns F and the bulk solution."""
+    """E_A(γ) = −γ² F'(γ) at P points; returns (E_A, F, bulk solution)."""
     sol = solve_bulk(ctx, c, gamma, a1, s2, d, point_info)
-    e_dot = bulk_derivative(ctx, sol)
-    T, T_dot = traces(ctx, sol, e_dot)
+    T, T_dot = traces(ctx, sol, bulk_derivative(ctx, sol))
     P = sol.e.shape[0]
     gram = np.broadcast_to(ctx.convert(gram), (P,) + np.shape(gram)[-2:])
-    a1v = sol.params[2][:, 0]
-    F, F_dot = woodbury(ctx, T, T_dot, a1v, gram, rank, sol.params[0][:, 0] ** 2)
-    g = sol.params[1][:, 0]
+    rc, g, a1v = (p[:, 0] for p in sol.params[:3])
+    F, F_dot = woodbury(ctx, T, T_dot, a1v, gram, rank, rc)
     return -(g**2) * F_dot, F, sol
 
 
 def bulk_error(ctx, c, gamma, a1, s2, d, point_info=None):
-    """E_bulk(γ) = −γ² de1/dγ for the bulk system alone (μ = 0, w = 0)."""
+    """E_bulk(γ) = −γ² de1/dγ for the bulk system alone (μ = 0, w = 0); returns (E, e1, solution)."""
     sol = solve_bulk(ctx, c, gamma, a1, s2, d, point_info)
-    e_dot = bulk_derivative(ctx, sol)
     g = sol.params[1][:, 0]
-    return -(g**2) * e_dot[:, 0], sol.e[:, 0], sol
+    return -(g**2) * bulk_derivative(ctx, sol)[:, 0], sol.e[:, 0], sol
 
 
 def linear_error(ctx, c, gamma, snr):
-    """E_LR(γ) from the closed form of MATH §3 (lambdified; mpmath evaluated point by point)."""
+    """E_LR(γ) from the closed form of MATH §3, on P points (lambdified; mpmath point by point)."""
+    P, (c, gamma, snr) = _points(ctx, c, gamma, snr)
     fn = compiled("linear", ctx.lambdify_modules)
     if ctx.name == "numpy":
         return fn(np.sqrt(c), gamma, snr)[0]
-    shape = np.broadcast_shapes(np.shape(c), np.shape(gamma), np.shape(snr))
-    cc, gg, ss = (np.broadcast_to(ctx.convert(v), shape) for v in (c, gamma, snr))
-    out = np.empty(shape, dtype=object)
-    for idx in np.ndindex(shape):
-        out[idx] = fn(ctx.sqrt(ctx.convert(cc[idx])) if False else _mp_sqrt(cc[idx]), gg[idx], ss[idx])[0]
-    return out
-
-
-def _mp_sqrt(x):
-    import mpmath
-
-    return mpmath.sqrt(x)
+    return np.array([fn(ctx.sqrt(c[i:i + 1])[0], gamma[i], snr[i])[0] for i in range(P)], dtype=object)

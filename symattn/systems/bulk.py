@@ -26,39 +26,54 @@ from .base import SymbolicSystem
 from .marchenko_pastur import mp_integral
 from .symbols import KERNEL, a1, c, d, e1, e2, e3, gamma, lam, s2
 
-beta = sp.Function("beta")(lam)
-Delta = sp.Function("Delta")(lam)
+#: β(λ) and Δ(λ) as symbols; every integrand is written in them, with the definitions below
+beta = sp.Symbol("beta", real=True)
+Delta = sp.Symbol("Delta", positive=True)
 
 BETA = sp.sqrt(c) * (a1 * (lam - 1) + d) - s2 * e3
-DELTA = (gamma + s2 * e2) * (1 + s2 * e1 * lam) + lam * BETA**2
+DELTA = (gamma + s2 * e2) * (1 + s2 * e1 * lam) + lam * beta**2
+INTERMEDIATES = ((beta, BETA), (Delta, DELTA))  # in order: Δ is written in β
 
 #: the three deterministic-equivalent kernels q, k, r of Q0, Q0K0, K0Q0K0 (as functions of λ)
 RESOLVENT_KERNELS = {
-    "Q": (1 + s2 * e1 * lam) / DELTA,
-    "QK": BETA / (sp.sqrt(c) * DELTA),
-    "KQK": (s2 * e1 * (gamma + s2 * e2) + BETA**2) / (c * DELTA),
+    "Q": (1 + s2 * e1 * lam) / Delta,
+    "QK": beta / (sp.sqrt(c) * Delta),
+    "KQK": (s2 * e1 * (gamma + s2 * e2) + beta**2) / (c * Delta),
 }
+
+
+def expand_intermediates(expr: sp.Expr) -> sp.Expr:
+    """Replace the symbols β, Δ by their definitions (in terms of λ, e, c, γ, a1, s², d)."""
+    for sym, value in reversed(INTERMEDIATES):
+        expr = expr.subs(sym, value)
+    return expr
+
+
+def total_derivative(expr: sp.Expr, x: sp.Symbol) -> sp.Expr:
+    """d expr/dx through β and Δ: ∂/∂x + ∂/∂β·dβ/dx + ∂/∂Δ·dΔ/dx (keeps β, Δ as symbols)."""
+    dbeta = sp.diff(BETA, x)
+    dDelta = sp.diff(DELTA, x) + sp.diff(DELTA, beta) * dbeta
+    return sp.diff(expr, x) + sp.diff(expr, beta) * dbeta + sp.diff(expr, Delta) * dDelta
 
 
 @lru_cache(maxsize=None)
 def bulk_system() -> SymbolicSystem:
     """The bulk fixed point as a SymbolicSystem; ``integrands`` are the g_i with e_i = ∫ g_i dμ_S."""
     integrands = (
-        (1 + s2 * e1 * lam) / DELTA,
-        lam * (gamma + s2 * e2) / DELTA,
-        lam * BETA / DELTA,
+        (1 + s2 * e1 * lam) / Delta,
+        lam * (gamma + s2 * e2) / Delta,
+        lam * beta / Delta,
     )
-    shown = [g.subs({BETA: beta}).subs({DELTA: Delta}) for g in integrands]
     system = SymbolicSystem(
         name="bulk",
         unknowns=(e1, e2, e3),
         parameters=(c, gamma) + KERNEL,
-        equations=[sp.Eq(e, mp_integral(g)) for e, g in zip((e1, e2, e3), shown)],
-        definitions={beta: BETA, Delta: DELTA.subs(BETA, beta)},
+        equations=[sp.Eq(e, mp_integral(g)) for e, g in zip((e1, e2, e3), integrands)],
+        definitions={beta: BETA, Delta: DELTA},
         output=e1,
         notes="integrals over the Marchenko-Pastur law mu_S of S = Z^T Z/p (ratio 1/c, atom (1-c)_+ at 0)",
     )
-    system.integrands = integrands
+    system.integrands = integrands  # in the symbols β, Δ (see expand_intermediates)
     return system
 
 
