@@ -154,6 +154,14 @@ def test_eigh_and_tridiagonal_methods_agree():
         np.testing.assert_allclose(getattr(a, k), getattr(b, k), rtol=1e-9, atol=0)
 
 
+def test_float32_close_to_float64():
+    kw = dict(n=80, c=1.0, gamma=[0.1, 1.0, 10.0], geometry=G1, draws=1, seed=6, progress=False)
+    a = simulate(TANH, **kw)
+    b = simulate(TANH, dtype="float32", **kw)
+    np.testing.assert_allclose(b.attention, a.attention, rtol=1e-3)
+    np.testing.assert_allclose(b.linear, a.linear, rtol=1e-3)
+
+
 def test_explicit_W_and_mu_equal_geometry():
     rank2 = Geometry.from_gram(np.diag([1.0, 0.5, 0.3, 0.4, 0.2]) + 0.05, rank=2)
     n, c = 50, 0.8

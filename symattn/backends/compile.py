@@ -29,7 +29,7 @@ class _ProductPowerPrinter(NumPyPrinter):
         if exp.is_Integer and 1 <= abs(int(exp)) <= 6:
             b = self.parenthesize(base, PRECEDENCE["Mul"] + 1)
             prod = "*".join([b] * abs(int(exp)))
-            return prod if exp > 0 else f"1/({prod})"
+            return f"({prod})" if exp > 0 else f"(1/({prod}))"
         return super()._print_Pow(expr, rational=rational)
 
 

@@ -3,7 +3,8 @@ r"""The compiled pieces of each system, derived from the SymPy objects by differ
 - ``bulk-newton``: the integrands g_i of e_i = ∫ g_i dμ_S and their Jacobian ∂g_i/∂e_j.
 - ``bulk-sensitivity``: ∂g_i/∂γ (for implicit differentiation, de/dγ = (I − ∫∂g/∂e)^{-1} ∫∂g/∂γ).
 - ``traces``: the nine trace integrands and their total γ-derivatives given ė (chain rule).
-- ``gamma-r{r}``, ``gamma-dot-r{r}``, ``c-hat-r{r}``: Γ(T, 𝔊, c), Γ̇ = Σ_T ∂Γ/∂T · Ṫ, Ĉ(a1, 𝔊, c).
+- ``gamma-r{r}``, ``gamma-dot-r{r}``, ``c-hat-r{r}``: Γ(T, 𝔊, c), Γ̇ = Σ_T ∂Γ/∂T · Ṫ,
+  Ĉ(𝒜, c) for a coefficient matrix 𝒜 (= a1 Λ), ``lambda-r{r}``: Λ(𝔊).
 - ``linear``: E_LR(c, γ, m2) in closed form.
 """
 
@@ -53,7 +54,10 @@ def build(key: str, modules: str):
         dot = sum((system.Gamma.diff(T) * Td for T, Td in zip(TRACE_SYMBOLS, TRACE_DOTS)), sp.zeros(*system.Gamma.shape))
         return CompiledMatrix(dot, TRACE_DOTS + gram + (c,), modules)
     if kind == "c-hat":
-        return CompiledMatrix(system.C_hat, (a1,) + gram + (c,), modules)
+        A = system.coefficients
+        return CompiledMatrix(system.C_hat_generic, tuple(A) + (c,), modules)
+    if kind == "lambda":
+        return CompiledMatrix(system.Lambda, gram, modules)
     raise KeyError(key)
 
 

@@ -231,15 +231,27 @@ def traces(ctx, sol: BulkSolution, e_dot):
     return vals[:, :9], vals[:, 9:]
 
 
-def woodbury(ctx, T, T_dot, a1, gram, rank: int, rc):
-    """F = Γ00 − eᵀu and F' = Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = Ĉ(I + ΓĈ)^{-1}e (arrays of shape (P,))."""
+def kernel_coefficients(ctx, a1, gram, rank: int):
+    """𝒜 = a1 Λ(𝔊), the coefficients of the low-rank kernel part (1/p) E 𝒜 Eᵀ: array (P, m, m)."""
+    P = gram.shape[0]
+    dtype = object if ctx.name == "mpmath" else float
+    L = compiled(f"lambda-r{rank}", ctx.lambdify_modules)(*gram_values(gram), P=P, dtype=dtype)
+    return np.asarray(a1).reshape(-1, 1, 1) * L
+
+
+def woodbury(ctx, T, T_dot, A, gram, rank: int, rc):
+    """F = Γ00 − eᵀu and F' = Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = Ĉ(I + ΓĈ)^{-1}e (arrays of shape (P,)).
+
+    ``A`` (P, m, m) is the coefficient matrix 𝒜 of the low-rank kernel part (a1 Λ in MATH §6).
+    """
     mods = ctx.lambdify_modules
     P = T.shape[0]
     dtype = object if ctx.name == "mpmath" else float
     gv = gram_values(gram)
     Gam = compiled(f"gamma-r{rank}", mods)(*T.T, *gv, rc, P=P, dtype=dtype)
     Gdot = compiled(f"gamma-dot-r{rank}", mods)(*T_dot.T, *gv, rc, P=P, dtype=dtype)
-    Ch = compiled(f"c-hat-r{rank}", mods)(a1, *gv, rc, P=P, dtype=dtype)
+    m = A.shape[-1]
+    Ch = compiled(f"c-hat-r{rank}", mods)(*[A[:, i, j] for i in range(m) for j in range(m)], rc, P=P, dtype=dtype)
     M = ctx.convert(np.eye(Gam.shape[-1]))[None] + Gam @ Ch
     e, e_dot = Gam[:, :, 0], Gdot[:, :, 0]
     u = np.einsum("pij,pj->pi", Ch, ctx.solve(M, e))
@@ -248,14 +260,19 @@ def woodbury(ctx, T, T_dot, a1, gram, rank: int, rc):
     return F, F_dot
 
 
-def attention_error(ctx, c, gamma, a1, s2, d, gram, rank: int, point_info=None):
-    """E_A(γ) = −γ² F'(γ) at P points; returns (E_A, F, bulk solution)."""
+def attention_error(ctx, c, gamma, a1, s2, d, gram, rank: int, point_info=None, coefficients=None):
+    """E_A(γ) = −γ² F'(γ) at P points; returns (E_A, F, bulk solution).
+
+    ``coefficients``: optional 𝒜 (P, m, m) replacing a1 Λ(𝔊) in the Woodbury step.
+    """
     sol = solve_bulk(ctx, c, gamma, a1, s2, d, point_info)
     T, T_dot = traces(ctx, sol, bulk_derivative(ctx, sol))
     P = sol.e.shape[0]
     gram = np.broadcast_to(ctx.convert(gram), (P,) + np.shape(gram)[-2:])
     rc, g, a1v = (p[:, 0] for p in sol.params[:3])
-    F, F_dot = woodbury(ctx, T, T_dot, a1v, gram, rank, rc)
+    A = kernel_coefficients(ctx, a1v, gram, rank) if coefficients is None else np.broadcast_to(
+        coefficients, (P,) + np.shape(coefficients)[-2:])
+    F, F_dot = woodbury(ctx, T, T_dot, A, gram, rank, rc)
     return -(g**2) * F_dot, F, sol
 
 

@@ -61,14 +61,16 @@ def weight_lambda(G: sp.Matrix, rank: int) -> sp.Matrix:
     return L
 
 
-def coupling_matrix(L: sp.Matrix) -> sp.Matrix:
+def coupling_matrix(A: sp.Matrix) -> sp.Matrix:
     r"""C (rows a0..a_{N-1}, columns b0..b_{N-1}, N = 3 + 2r) with Δ/√n = Σ C_ij a_i b_jᵀ.
 
-    C[a0, b1] = 1;  C[a0, b0] += a1 Λ00/c;  C[a0, b_{σ(j)}] += a1 Λ0j/√c (j ≥ 1);
-    C[a_{i+1}, b_{σ(j)}] += a1 ω_ij Λ_ij,  σ(0) = 0, σ(j) = j + 1,
+    ``A`` is the coefficient matrix of the low-rank kernel part L = (1/p) E A Eᵀ; in the
+    linearised model (MATH §4, §6) A = a1 Λ. Then
+    C[a0, b1] = 1;  C[a0, b0] += A00/c;  C[a0, b_{σ(j)}] += A0j/√c (j ≥ 1);
+    C[a_{i+1}, b_{σ(j)}] += ω_ij A_ij,  σ(0) = 0, σ(j) = j + 1,
     ω00 = 1/√c, ω0j = ωi0 = 1, ωij = √c (i, j ≥ 1).
     """
-    m = L.shape[0]
+    m = A.shape[0]
     N = m + 1
     C = sp.zeros(N, N)
 
@@ -83,13 +85,18 @@ def coupling_matrix(L: sp.Matrix) -> sp.Matrix:
         return sp.sqrt(c)
 
     C[0, 1] += 1
-    C[0, 0] += a1 * L[0, 0] / c
+    C[0, 0] += A[0, 0] / c
     for j in range(1, m):
-        C[0, sigma(j)] += a1 * L[0, j] / sp.sqrt(c)
+        C[0, sigma(j)] += A[0, j] / sp.sqrt(c)
     for i in range(m):
         for j in range(m):
-            C[i + 1, sigma(j)] += a1 * omega(i, j) * L[i, j]
+            C[i + 1, sigma(j)] += omega(i, j) * A[i, j]
     return C
+
+
+def coefficient_symbols(m: int) -> sp.Matrix:
+    """A generic m×m coefficient matrix 𝒜_ij (symbols) for the low-rank kernel part (1/p) E 𝒜 Eᵀ."""
+    return sp.Matrix(m, m, lambda i, j: sp.Symbol(f"A_{{{i}{j}}}", real=True))
 
 
 def gram_gamma(G: sp.Matrix) -> sp.Matrix:
@@ -120,12 +127,14 @@ def attention_system(rank: int = 1) -> SymbolicSystem:
     r"""The attention system for rank-r weights: bulk unknowns, the nine traces, Λ, C, Γ and F.
 
     Attributes added to the SymbolicSystem: ``bulk``, ``traces`` (symbol → integrand),
-    ``gram`` (𝔊 symbols), ``Lambda``, ``C``, ``C_hat``, ``Gamma``.
+    ``gram`` (𝔊 symbols), ``Lambda``, ``C``, ``C_hat``, ``Gamma``, and ``C_hat_generic``: Ĉ for a
+    generic coefficient matrix 𝒜 in place of a1 Λ (``coefficients``), which is what the numeric
+    backends compile, so that corrected kernels (e.g. finite-p) can supply their own 𝒜.
     """
     bulk = bulk_system()
     G = gram_symbols(rank)
     L = weight_lambda(G, rank)
-    C = coupling_matrix(L)
+    C = coupling_matrix(a1 * L)
     N = C.shape[0]
     C_hat = sp.BlockMatrix([[sp.zeros(N, N), C.T], [C, sp.zeros(N, N)]]).as_explicit()
     Gamma = gram_gamma(G)
@@ -152,6 +161,10 @@ def attention_system(rank: int = 1) -> SymbolicSystem:
     system.Lambda = L
     system.C = C
     system.C_hat = C_hat
+    A = coefficient_symbols(L.shape[0])
+    Cg = coupling_matrix(A)
+    system.coefficients = A
+    system.C_hat_generic = sp.BlockMatrix([[sp.zeros(N, N), Cg.T], [Cg, sp.zeros(N, N)]]).as_explicit()
     system.Gamma = Gamma
     return system
 
