@@ -2,7 +2,8 @@ r"""The compiled pieces of each system, derived from the SymPy objects by differ
 
 - ``bulk-newton``: the integrands g_i of e_i = ∫ g_i dμ_S and their Jacobian ∂g_i/∂e_j.
 - ``bulk-sensitivity``: ∂g_i/∂γ (for implicit differentiation, de/dγ = (I − ∫∂g/∂e)^{-1} ∫∂g/∂γ).
-- ``traces``: the nine trace integrands and their total γ-derivatives given ė (chain rule).
+- ``resolvent-kernels``: q, k, r (MATH §5) and their total γ-derivatives given ė (chain rule);
+  the nine traces are their λ-moments.
 - ``gamma-r{r}``, ``gamma-dot-r{r}``, ``c-hat-r{r}``: Γ(T, 𝔊, c), Γ̇ = Σ_T ∂Γ/∂T · Ṫ,
   Ĉ(𝒜, c) for a coefficient matrix 𝒜 (= a1 Λ), ``lambda-r{r}``: Λ(𝔊).
 - ``linear``: E_LR(c, γ, m2) in closed form.
@@ -13,12 +14,13 @@ from __future__ import annotations
 import sympy as sp
 
 from ..systems import attention_system, bulk_system, linear_system
-from ..systems.attention import TRACE_INTEGRANDS, TRACE_SYMBOLS
-from ..systems.bulk import INTERMEDIATES, Delta, total_derivative
+from ..systems.attention import TRACE_SYMBOLS
+from ..systems.bulk import INTERMEDIATES, RESOLVENT_KERNELS, Delta, total_derivative
 from ..systems.symbols import a1, c, d, e1, e2, e3, gamma, lam, m2, s2
 from .compile import CompiledExprs, CompiledMatrix
 
 UNKNOWNS = (e1, e2, e3)
+KERNEL_ORDER = ("Q", "QK", "KQK")
 INTEGRAND_ARGS = (lam, e1, e2, e3, c, gamma, a1, s2, d)
 E_DOTS = tuple(sp.Symbol(f"edot_{i}") for i in (1, 2, 3))
 TRACE_DOTS = tuple(sp.Symbol(f"Tdot_{i}") for i in range(len(TRACE_SYMBOLS)))
@@ -38,11 +40,11 @@ def build(key: str, modules: str):
         return _integrands([total_derivative(gi, gamma) for gi in g], modules)
     if key == "delta":
         return _integrands([Delta], modules)
-    if key == "traces":  # T and its γ-derivative along the bulk solution, Ṫ = ∂T/∂γ + Σ_j ∂T/∂e_j ė_j
-        T = list(TRACE_INTEGRANDS)
-        T_dot = [total_derivative(t, gamma) + sum(total_derivative(t, ej) * ed for ej, ed in zip(UNKNOWNS, E_DOTS))
-                 for t in T]
-        return CompiledExprs(T + T_dot, INTEGRAND_ARGS + E_DOTS, modules, intermediates=INTERMEDIATES)
+    if key == "resolvent-kernels":  # q, k, r and their γ-derivatives along the solution, ∂/∂γ + Σ_j ė_j ∂/∂e_j
+        K = [RESOLVENT_KERNELS[kind] for kind in KERNEL_ORDER]
+        K_dot = [total_derivative(t, gamma) + sum(total_derivative(t, ej) * ed for ej, ed in zip(UNKNOWNS, E_DOTS))
+                 for t in K]
+        return CompiledExprs(K + K_dot, INTEGRAND_ARGS + E_DOTS, modules, intermediates=INTERMEDIATES)
     if key == "linear":
         return CompiledExprs([linear_system().closed_form["E"]], (c, gamma, m2), modules)
     kind, rank = key.rsplit("-r", 1)

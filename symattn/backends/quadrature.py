@@ -7,7 +7,14 @@ The midpoint rule in θ with m nodes is therefore spectrally accurate:
   ∫ g dμ_S ≈ (1 − c)_+ g(0) + Σ_{k=1}^{m} w_k g(λ_k),
   θ_k = (k − ½)π/m,  w_k = c((b−a)/2)² sin²θ_k/(2πλ_k) · π/m.
 
-Node 0 carries the atom at λ = 0 (weight 0 when c ≥ 1).
+Node 0 sits at λ = 0. It carries the atom, plus a correction that makes the rule exact for
+constants: since ∫ g dμ_S = ∫ (g(λ) − g(0))/λ · λρ(λ) dλ + g(0)·min(1, c), and the first
+integrand is smooth even when the lower edge a is tiny (c close to 1, where 1/λ is sharply
+peaked near a), the weight of λ = 0 is
+
+  w_0 = (1 − c)_+ + (min(1, c) − Σ_{k≥1} w_k),
+
+which keeps the convergence spectral uniformly in c.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ def mp_nodes(ctx, c, m: int):
     cos_t, sin_t = ctx.cos(theta), ctx.sin(theta)
     lam = (a + b) / 2 + (b - a) / 2 * cos_t[None, :]
     w = c * ((b - a) / 2) ** 2 * sin_t[None, :] ** 2 / (2 * ctx.pi * lam) * (ctx.pi / m)
-    atom = np.where(ctx.to_float(c) < 1, 1 - c, 0 * c)
-    zero = 0 * c
-    return np.concatenate([zero, lam], axis=1), np.concatenate([atom, w], axis=1)
+    below = ctx.to_float(c) < 1
+    atom = np.where(below, 1 - c, 0 * c)
+    continuous_mass = np.where(below, c, 0 * c + 1)
+    w0 = atom + continuous_mass - w.sum(axis=1, keepdims=True)
+    return np.concatenate([0 * c, lam], axis=1), np.concatenate([w0, w], axis=1)
 
 
 def integrate_many(values, weights):

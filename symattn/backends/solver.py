@@ -21,10 +21,12 @@ import numpy as np
 
 from ..errors import ConvergenceError
 from .compile import compiled
-from .kernels import gram_values
+from ..systems.attention import TRACES
+from .kernels import KERNEL_ORDER, gram_values
 from .quadrature import integrate_many, mp_nodes
 
-NEWTON_MAX_ITER = 100
+NEWTON_MAX_ITER = 25
+NONMONOTONE = 1e4          # a Newton step may raise the merit function at most this factor
 FIXED_POINT_MAX_ITER = 20000
 
 
@@ -42,17 +44,21 @@ class BulkSolution:
     iterations: int
     residual: np.ndarray     # (P,) max-norm relative residual
 
-    def integrate(self, ctx, key: str, extra=None):
+    def integrate(self, ctx, key: str, extra=None, moments=None):
         """∫ g_j dμ_S for the compiled integrand list ``key`` at the solution: array (P, J).
 
         ``extra``: per-point arrays (P, k) passed as k further arguments (e.g. ė).
+        ``moments``: list of (output index, power j): return ∫ λ^j g_i dμ_S for each pair instead.
         """
         fn = compiled(key, ctx.lambdify_modules)
         parts = []
         for idx, lam, w in self.groups:
             sub = tuple(p[idx] for p in self.params)
             more = () if extra is None else tuple(extra[idx][:, j:j + 1] for j in range(extra.shape[1]))
-            parts.append((idx, integrate_many(fn(*_args(lam, self.e[idx], sub), *more), w)))
+            vals = fn(*_args(lam, self.e[idx], sub), *more)
+            if moments is not None:
+                vals = [vals[i] * lam**j if j else vals[i] for i, j in moments]
+            parts.append((idx, integrate_many(vals, w)))
         J = parts[0][1].shape[1]
         out = np.empty((self.e.shape[0], J), dtype=parts[0][1].dtype)
         for idx, vals in parts:
@@ -80,17 +86,29 @@ def _relative_residual(ctx, e, I):
     return np.max(np.abs(ctx.to_float(e - I)) / scale, axis=-1)
 
 
+def _merit(ctx, e, I):
+    """Newton's merit function ‖(e − I)/max(1, |e|)‖₂² (the Newton step is a descent direction for it)."""
+    scale = np.maximum(1.0, np.abs(ctx.to_float(e)))
+    return np.sum((ctx.to_float(e - I) / scale) ** 2, axis=-1)
+
+
 def _delta(ctx, lam, e, params):
     return ctx.to_float(compiled("delta", ctx.lambdify_modules)(*_args(lam, e, params))[0])
 
 
-def _admissible(ctx, lam, w, e, params):
-    """e1 > 0, 0 ≤ e2 ≤ 1 and Δ(λ) > 0 on every node of positive weight (the branch at z = −γ)."""
+def _admissible(ctx, lam, w, e, params, strict=True):
+    """e1 > 0, 0 ≤ e2 ≤ 1 and Δ(λ) > 0 on every node of positive weight (the branch at z = −γ).
+
+    With ``strict=False`` (Newton's iterates) e2 may leave [0, 1]: the solution can sit at e2 → 0,
+    and only Δ > 0 is needed for the integrals to make sense.
+    """
     ef = ctx.to_float(e)
-    ok = np.all(np.isfinite(ef), axis=-1) & (ef[:, 0] > 0) & (ef[:, 1] > -1e-9) & (ef[:, 1] < 1 + 1e-9)
+    ok = np.all(np.isfinite(ef), axis=-1) & (ef[:, 0] > 0)
+    if strict:
+        ok &= (ef[:, 1] > -1e-9) & (ef[:, 1] < 1 + 1e-9)
     with np.errstate(invalid="ignore", divide="ignore"):
         live = ctx.to_float(w) != 0
-        ok &= np.all((_delta(ctx, lam, e, params) > 0) | ~live, axis=-1)
+        ok &= np.all((_delta(ctx, lam, e, params) > 0) | ~live, axis=-1) & np.all(np.isfinite(ef), axis=-1)
     return ok
 
 
@@ -99,6 +117,7 @@ def _newton(ctx, lam, w, e, params, tol):
     eye = ctx.convert(np.eye(3))
     I, JI = _fixed_point_map(ctx, lam, w, e, params)
     res = _relative_residual(ctx, e, I)
+    merit = _merit(ctx, e, I)
     it = 0
     active = res > tol
     while np.any(active) and it < NEWTON_MAX_ITER:
@@ -111,13 +130,15 @@ def _newton(ctx, lam, w, e, params, tol):
         for _ in range(40):
             sub = tuple(p[pending] for p in params)
             trial = e[pending] - t * pstep
-            ok = _admissible(ctx, lam[pending], w[pending], trial, sub)
+            ok = _admissible(ctx, lam[pending], w[pending], trial, sub, strict=False)
             safe = np.where(ok[:, None], trial, e[pending])
             I_t, JI_t = _fixed_point_map(ctx, lam[pending], w[pending], safe, sub)
             r_t = _relative_residual(ctx, safe, I_t)
-            better = ok & ((r_t < res[pending]) | (r_t <= tol))
+            # non-monotone acceptance: Newton may climb the merit function for a few steps on its way
+            better = ok & ((_merit(ctx, safe, I_t) < NONMONOTONE * merit[pending]) | (r_t <= tol))
             took = pending[better]
             e[took], I[took], JI[took], res[took] = trial[better], I_t[better], JI_t[better], r_t[better]
+            merit[took] = _merit(ctx, trial[better], I_t[better])
             pending, pstep = pending[~better], pstep[~better]
             if not pending.size:
                 break
@@ -128,13 +149,21 @@ def _newton(ctx, lam, w, e, params, tol):
 
 
 def _fixed_point(ctx, lam, w, e, params, tol):
-    """Damped iteration e ← ½e + ½I(e) (MATH §5), the fallback for points where Newton fails."""
-    for it in range(1, FIXED_POINT_MAX_ITER + 1):
-        I, _ = _fixed_point_map(ctx, lam, w, e, params, jacobian=False)
-        res = _relative_residual(ctx, e, I)
-        if np.all(res <= tol):
-            break
-        e = (e + I) / 2
+    """Damped iteration e ← ½e + ½I(e) (MATH §5), the fallback for points where Newton fails.
+
+    Near a1 = 0 at small γ the Jacobian is nearly singular and Newton's basin is tiny; this
+    iteration still converges (linearly). Returns (e, residual, iterations).
+    """
+    res = np.full(e.shape[0], np.inf)
+    active = np.arange(e.shape[0])
+    it = 0
+    while active.size and it < FIXED_POINT_MAX_ITER:
+        it += 1
+        sub = tuple(p[active] for p in params)
+        I, _ = _fixed_point_map(ctx, lam[active], w[active], e[active], sub, jacobian=False)
+        res[active] = _relative_residual(ctx, e[active], I)
+        e[active] = (e[active] + I) / 2
+        active = active[res[active] > tol]
     return e, res, it
 
 
@@ -170,7 +199,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         e_sub, res, conv, it = _newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
         total_it += it
         bad = np.nonzero(~conv | ~_admissible(ctx, lam, w, e_sub, sub))[0]
-        if bad.size:
+        if bad.size:  # fallback: the damped fixed point of MATH §5 (slow but sure)
             sb = tuple(p[bad] for p in sub)
             e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
                                                         sb, ctx.tol)
@@ -227,7 +256,10 @@ def bulk_derivative(ctx, sol: BulkSolution):
 
 def traces(ctx, sol: BulkSolution, e_dot):
     """The nine traces T (P, 9) and their γ-derivatives Ṫ = ∂T/∂γ + (∂T/∂e) ė (P, 9)."""
-    vals = sol.integrate(ctx, "traces", extra=e_dot)
+    order = {kind: i for i, kind in enumerate(KERNEL_ORDER)}
+    moments = [(order[kind], j) for _, kind, j in TRACES]
+    moments += [(3 + i, j) for i, j in moments]
+    vals = sol.integrate(ctx, "resolvent-kernels", extra=e_dot, moments=moments)
     return vals[:, :9], vals[:, 9:]
 
 
