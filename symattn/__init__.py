@@ -30,6 +30,7 @@ _PUBLIC = {
     "ActivationError": "errors",
     "ConvergenceError": "errors",
     "memorization_error": "solve",
+    "bulk_trace": "solve",
     "simulate": "montecarlo",
     "SimulationResult": "montecarlo",
     "linear_system": "systems",

@@ -64,3 +64,45 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
 def _finish(ctx, values, shape):
     arr = np.asarray(values, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
     return arr
+
+
+def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str = "numpy",
+               dps: int | None = None, n: int | None = None, diagonal: str = "f"):
+    r"""Proposition 1: deterministic equivalents of normalised traces of the bulk resolvent.
+
+    With Q0 = (c K0 S K0 + γ)^{-1}, K0 = a1(S − I) + d I + s N/√p (MATH §5) and φ a polynomial,
+
+      kind='Q':   (1/n) tr φ(S) Q0       → ∫ φ(λ) q(λ) dμ_S,   q = (1 + s² e1 λ)/Δ,
+      kind='QK':  (1/n) tr φ(S) Q0 K0    → ∫ φ(λ) k(λ) dμ_S,   k = β/(√c Δ),
+      kind='KQK': (1/n) tr φ(S) K0 Q0 K0 → ∫ φ(λ) r(λ) dμ_S,   r = (s² e1(γ + s² e2) + β²)/(c Δ),
+
+    at the solution (e1, e2, e3) of the bulk system. ``phi`` is a SymPy expression (or string)
+    in ``lam`` (λ). Returns an array shaped broadcast(c, gamma).
+    """
+    import sympy as sp
+
+    from .backends.compile import CompiledExprs
+    from .systems.bulk import INTERMEDIATES, proposition1_integrand
+    from .systems.symbols import lam
+
+    if kind not in ("Q", "QK", "KQK"):
+        raise ParameterError("kind", kind, "one of 'Q', 'QK', 'KQK'")
+    try:
+        phi_expr = sp.sympify(phi, locals={"lam": lam, "lambda_": lam})
+    except (sp.SympifyError, SyntaxError, TypeError):
+        raise ParameterError("phi", phi, "a polynomial in lam (e.g. 'lam**2 + 1')") from None
+    if not phi_expr.free_symbols <= {lam} or not phi_expr.is_polynomial(lam):
+        raise ParameterError("phi", phi, "a polynomial in lam (e.g. 'lam**2 + 1')")
+    c_arr, g_arr = check_c(c), check_gamma(gamma)
+    ctx = context(backend, dps)
+    shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
+    cb, gb = (np.broadcast_to(v, shape).reshape(-1) for v in (c_arr, g_arr))
+    f = _activation(f)
+    with ctx:
+        k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
+                             dps=ctx.dps if ctx.name == "mpmath" else None)
+        sol = solver.solve_bulk(ctx, cb, gb, k.a1, k.s2, k.d, {"activation": f.name})
+        fn = CompiledExprs([proposition1_integrand(kind, phi_expr)], solver.INTEGRAND_ARGS,
+                           ctx.lambdify_modules, intermediates=INTERMEDIATES)
+        out = sol.integrate_with(ctx, fn)[:, 0]
+    return _finish(ctx, out, shape)

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ConvergenceError
 from .compile import compiled
 from ..systems.attention import TRACES
-from .kernels import KERNEL_ORDER, gram_values
+from .kernels import INTEGRAND_ARGS, KERNEL_ORDER, gram_values
 from .quadrature import integrate_many, mp_nodes
 
 NEWTON_MAX_ITER = 25
@@ -50,7 +50,10 @@ class BulkSolution:
         ``extra``: per-point arrays (P, k) passed as k further arguments (e.g. ė).
         ``moments``: list of (output index, power j): return ∫ λ^j g_i dμ_S for each pair instead.
         """
-        fn = compiled(key, ctx.lambdify_modules)
+        return self.integrate_with(ctx, compiled(key, ctx.lambdify_modules), extra, moments)
+
+    def integrate_with(self, ctx, fn, extra=None, moments=None):
+        """As :meth:`integrate`, for a compiled integrand list ``fn`` (a CompiledExprs)."""
         parts = []
         for idx, lam, w in self.groups:
             sub = tuple(p[idx] for p in self.params)

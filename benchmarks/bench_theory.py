@@ -1,0 +1,91 @@
+"""Speed of the deterministic equivalents (ratios measured in one run; machines are noisy).
+
+Prints:
+- E_LR throughput (closed form, vectorised over c, γ, snr);
+- E_A throughput, vectorised over a (c, γ) grid, for an aligned geometry;
+- the same for a "straightforward" solver: a damped fixed point on 4000 midpoint nodes with a
+  central finite difference for F' (MATH §5/§6 as first implemented), on a few points;
+- the cost ratio of one theory point to one Monte Carlo draw at n = 2000.
+
+Run:  python benchmarks/bench_theory.py [--points 1000] [--skip-mc]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import symattn as sa
+from symattn.backends import solver
+from symattn.backends.context import FloatContext
+from symattn.backends.quadrature import mp_nodes
+
+
+def timed(fn, repeat=3):
+    best = np.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def straightforward_E(f, c, gamma, geometry, nodes=4000):
+    """Damped fixed point e ← ½e + ½I(e) on `nodes` MP nodes, then F' by a central difference."""
+    ctx = FloatContext()
+    k = sa.kernel_constants(f, snr=geometry.snr)
+
+    def F(g):
+        P = 1
+        params = tuple(np.full((P, 1), v, dtype=float) for v in (np.sqrt(c), g, k.a1, k.s2, k.d))
+        lam, w = mp_nodes(ctx, np.array([c]), nodes)
+        e, _, _ = solver._fixed_point(ctx, lam, w, solver._initial_guess(ctx, np.array([g])), params, 1e-13)
+        sol = solver.BulkSolution(e=e, params=params, groups=[(np.arange(P), lam, w)], iterations=0,
+                                  residual=np.zeros(P))
+        T, T_dot = solver.traces(ctx, sol, np.zeros((P, 3)))
+        A = solver.kernel_coefficients(ctx, np.array([k.a1]), geometry.gram[None], geometry.rank)
+        val, _ = solver.woodbury(ctx, T, T_dot, A, geometry.gram[None], geometry.rank, np.array([np.sqrt(c)]))
+        return val[0]
+
+    h = 1e-4 * gamma
+    return -(gamma**2) * (F(gamma + h) - F(gamma - h)) / (2 * h)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--points", type=int, default=1000)
+    ap.add_argument("--skip-mc", action="store_true")
+    args = ap.parse_args(argv)
+    f = sa.activation("tanh")
+    g = sa.Geometry.aligned(1.0)
+    side = int(round(np.sqrt(args.points)))
+    cs = np.linspace(0.3, 3.0, side)[:, None]
+    gams = np.logspace(-2, 1, args.points // side)
+    npts = cs.size * gams.size
+
+    sa.memorization_error(f, c=cs, gamma=gams, geometry=g, model="both")  # compile once
+    t_lr, _ = timed(lambda: sa.memorization_error(f, c=cs, gamma=gams, geometry=g, model="linear"))
+    t_a, E = timed(lambda: sa.memorization_error(f, c=cs, gamma=gams, geometry=g))
+    print(f"E_LR  closed form : {npts / t_lr:12.0f} points/s ({npts} points)")
+    print(f"E_A   Newton      : {npts / t_a:12.0f} points/s ({npts} points, tanh, w_K = w_Q = mu)")
+
+    few = [(0.5, 0.01), (1.0, 0.1), (2.0, 1.0)]
+    t0 = time.perf_counter()
+    ref = [straightforward_E(f, c, gm, g) for c, gm in few]
+    t_sf = (time.perf_counter() - t0) / len(few)
+    ours = [float(sa.memorization_error(f, c=c, gamma=gm, geometry=g)) for c, gm in few]
+    print(f"E_A   damped FP   : {1 / t_sf:12.1f} points/s (4000 nodes, finite-difference F')")
+    print(f"  speed-up of the Newton path over the straightforward one: {t_sf * npts / t_a:8.0f}x")
+    print(f"  max |difference| on {len(few)} points: {max(abs(a - b) for a, b in zip(ref, ours)):.2e}")
+
+    if not args.skip_mc:
+        t0 = time.perf_counter()
+        sa.simulate(f, n=2000, c=1.0, gamma=[0.1], geometry=g, draws=1, seed=0, progress=False)
+        t_mc = time.perf_counter() - t0
+        print(f"Monte Carlo draw n=2000: {t_mc:.2f} s = cost of {t_mc * npts / t_a:.0f} theory points")
+
+
+if __name__ == "__main__":
+    main()
