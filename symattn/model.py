@@ -153,9 +153,10 @@ class Geometry:
     def aligned(cls, snr: float, theta: float | None = None) -> "Geometry":
         """w_K = w_Q = θ μ/‖μ‖ (θ = ‖μ‖ by default, i.e. w_K = w_Q = μ)."""
         snr = check_nonnegative("snr", snr)
-        m = math.sqrt(snr)
-        theta = m if theta is None else float(theta)
-        k = theta * m  # μᵀw
+        if theta is None:  # w = μ: every entry of the Gram matrix is ‖μ‖²
+            return cls(snr=snr, wk2=snr, wq2=snr, mu_wk=snr, mu_wq=snr, wk_wq=snr)
+        theta = float(theta)
+        k = theta * math.sqrt(snr)  # μᵀw
         return cls(snr=snr, wk2=theta**2, wq2=theta**2, mu_wk=k, mu_wq=k, wk_wq=theta**2)
 
     def _set_gram(self, g: np.ndarray, r: int) -> None:
