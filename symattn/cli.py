@@ -61,18 +61,15 @@ COMMANDS: dict[str, str] = {
     "solve": "symattn.cli:add_solve_parser",
     "simulate": "symattn.cli:add_simulate_parser",
     "demo": "symattn.cli:add_demo_parser",
+    "reproduce": "symattn.reproduce:add_parser",
+    "codegen": "symattn.codegen:add_parser",
     # one line per further command, e.g.
     # "verify": "verification.cli:add_parser",
     # "codegen": "symattn.backends.codegen:add_parser",
-    # "reproduce": "symattn.reproduce:add_parser",
 }
 
 #: Entry-point group through which other distributions may add commands.
 ENTRY_POINT_GROUP = "symattn.commands"
-
-JSON_NOTE = ("JSON: non-finite numbers (inf, nan) are written as null, so the output is always "
-             "valid JSON.")
-
 
 # ============================================================================ parser plumbing
 class UsageError(Exception):
@@ -311,8 +308,9 @@ def add_hermite_parser(subparsers):
             and xi ~ N(0,1), so that a0 = E f(xi), a1 = E[xi f(xi)] and nu = E[(f(xi)-a0)^2]
             = sum_k a_k^2. Also prints the diagonal constant d = lim_{p->inf} f(sqrt p)/sqrt p of
             the kernel (0 for bounded f, 1 for relu/|x|, inf for superlinear f such as he3).
-            Coefficients a_0..a_K are computed with mpmath at D significant digits; where SymPy can
-            integrate them exactly the exact value is shown as well.
+            Coefficients a_0..a_K are computed with mpmath at D significant digits (values below
+            10^-D max(1, |a_k|) are shown as 0); where SymPy can integrate them exactly the exact
+            value is shown as well.
 
             JSON: {"activation", "a0", "a1", "nu", "d", "coefficients": [str], "exact": [str|null]};
             coefficients are decimal strings with D significant digits; a non-finite d (superlinear
@@ -342,6 +340,10 @@ def hermite_data(act: str, kmax: int = 6, dps: int = 30, exact: bool = True) -> 
     dps = check_dps(dps)
     f = activation(act)
     coeffs = f.hermite_coefficients(kmax=kmax, dps=dps)
+    # digits beyond the working precision are quadrature noise (e.g. 3e-44 for a zero of relu)
+    with mpmath.workdps(dps):
+        tol = mpmath.mpf(10) ** (-dps) * max([mpmath.mpf(1)] + [abs(c) for c in coeffs])
+        coeffs = [mpmath.chop(c, tol) for c in coeffs]
     ex = f.exact_coefficients(kmax) if exact else None
     ex = [None] * len(coeffs) if ex is None else list(ex)
     ex += [None] * (len(coeffs) - len(ex))
@@ -430,7 +432,6 @@ def solve_data(act: str, c: float, gamma, geometry=None, model: str = "both", ba
     from .activations import activation
     from .errors import ParameterError
     from .model import as_geometry, check_c, check_diagonal, check_dps, check_gamma, check_int, kernel_constants
-    from .solve import memorization_error
 
     if model not in ("attention", "linear", "both"):
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
@@ -448,6 +449,8 @@ def solve_data(act: str, c: float, gamma, geometry=None, model: str = "both", ba
         d = 0.0 if diagonal == "zero" else _float(f.d)
     else:  # validates the diagonal mode against f (superlinear f needs diagonal='zero')
         d = _float(kernel_constants(f, diagonal=diagonal, n=n, c=c, snr=geometry.snr).d)
+    from .solve import memorization_error  # after validation: bad input never needs the solvers
+
     res = memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps,
                              n=n, diagonal=diagonal)
     if model == "both":
@@ -615,7 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConvergenceError as exc:
         if show_tb:
             raise
-        _error(f"no convergence: {exc}")
+        msg = str(exc)
+        _error(msg if msg.lower().startswith(("no convergence", "wrong branch")) else f"no convergence: {msg}")
         return EXIT_CONVERGENCE
     except SymattnError as exc:
         if show_tb:

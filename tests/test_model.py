@@ -292,7 +292,8 @@ class _FakeActivation:
         import mpmath
 
         with mpmath.workdps(dps):
-            return {"a1": mpmath.mpf(1) / 2, "nu": mpmath.mpf(3) / 4}
+            a1, nu = mpmath.mpf(1) / 2, mpmath.mpf(3) / 4
+            return {"a1": a1, "nu": nu, "s2": nu - a1**2}
 
 
 def test_kernel_constants_infinite_p():
