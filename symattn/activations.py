@@ -34,13 +34,13 @@ import time
 import warnings
 from functools import cached_property, reduce
 from itertools import combinations
-from numbers import Integral, Real
 
 import numpy as np
 import sympy as sp
 from mpmath import mp
 
 from .errors import ActivationError, ParameterError
+from .validation import check_dps, check_int
 from .hermite import (
     QuadratureWarning,
     exact_gaussian_expectation,
@@ -124,24 +124,8 @@ _FAILED = object()
 
 
 # ============================================================================ small utilities
-def _check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (Integral, Real)) or (
-        isinstance(value, Real) and not (math.isfinite(float(value)) and float(value).is_integer())
-    ):
-        raise ParameterError(name, value, f"an integer >= {minimum}" + (f" and <= {maximum}" if maximum else ""))
-    v = int(value)
-    if v < minimum or (maximum is not None and v > maximum):
-        rng = f"{minimum} <= {name}" + (f" <= {maximum}" if maximum is not None else "")
-        raise ParameterError(name, value, f"an integer with {rng}")
-    return v
-
-
-def _check_dps(dps) -> int:
-    return _check_int("dps", dps, 15, 1000)
-
-
 def _check_kmax(kmax) -> int:
-    return _check_int("kmax", kmax, 0, 200)
+    return check_int("kmax", kmax, 0, 200)
 
 
 def _time_limited(fn, seconds: float):
@@ -641,7 +625,7 @@ class Activation:
         a0 = E f(ξ), a1 = E[ξ f(ξ)], ν = E(f(ξ) − a0)², s² = ν − a1², d = lim f_c(√p)/√p
         (mpf('inf') for a superlinear f).
         """
-        dps = _check_dps(dps)
+        dps = check_dps(dps)
         return self._constants(dps)
 
     def _constants(self, dps: int, with_d: bool = True) -> dict:
@@ -689,7 +673,7 @@ class Activation:
         numbers gives float precision only (a QuadratureWarning says so).
         """
         kmax = _check_kmax(kmax)
-        dps = _check_dps(dps)
+        dps = check_dps(dps)
         m = self._moments(dps, kmax)
         with mp.workdps(dps):
             return [mp.mpf(0)] + [+v for v in m["h"][1:kmax + 1]]
@@ -699,7 +683,7 @@ class Activation:
         rule (numpy.polynomial.hermite_e.hermegauss). Quick; spectrally accurate for analytic f,
         but only algebraically convergent at a kink (ReLU: ν off by 2e-3 at 200 nodes)."""
         kmax = _check_kmax(kmax)
-        nodes = _check_int("nodes", nodes, 1, 10000)
+        nodes = check_int("nodes", nodes, 1, 10000)
         out = _gh_coefficients(self.numpy, kmax, nodes)
         out[0] = 0.0
         return out
@@ -906,7 +890,7 @@ class Activation:
         at the kinks of f), not sampling.
         Returns ``inf`` for a superlinear f. Cached on (p, snr).
         """
-        p = _check_int("p", p, 1)
+        p = check_int("p", p, 1)
         try:
             snr = float(snr)
         except (TypeError, ValueError):

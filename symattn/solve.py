@@ -20,7 +20,7 @@ MODELS = ("attention", "linear", "both")
 
 def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
-                       diagonal: str = "f"):
+                       diagonal: str = "f", correction: str | None = None):
     r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
 
     Parameters
@@ -33,6 +33,12 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     backend : 'numpy' (float64, vectorised) or 'mpmath' (``dps`` digits, default 30)
     n : if given, use the finite-p diagonal d_n with p = round(c·n) instead of d = lim f(√p)/√p
     diagonal : 'f' (the kernel's diagonal is f, giving d) or 'zero' (d = 0)
+    correction : None (the asymptotic theory, default) or 'finite-p' (needs ``n``): the finite-p
+        corrected attention theory of :mod:`symattn.finite_p` (docs/finite_p.md), which
+        linearises the kernel around the pair-class mean t·y_i y_j of its signal part,
+        t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p, to all orders in t. It matters when t is not small:
+        with ``n`` given and no correction, t > 0.15 issues a ``FiniteSizeWarning``.
+        E_LR (model 'linear') is not affected.
 
     Returns
     -------
@@ -41,6 +47,9 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     """
     if model not in MODELS:
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
+    from . import finite_p
+
+    finite_p.check_correction(correction, n)
     c_arr, g_arr = check_c(c), check_gamma(gamma)
     geom = as_geometry(geometry)
     ctx = context(backend, dps)
@@ -55,7 +64,13 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
             k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
                                  snr=geom.snr, dps=ctx.dps if ctx.name == "mpmath" else None)
             info = {"activation": f.name, "diagonal": diagonal}
-            E, _, _ = solver.attention_error(ctx, cb, gb, k.a1, k.s2, k.d, geom.gram, geom.rank, point_info=info)
+            if correction == "finite-p":
+                info["correction"] = correction
+                E = finite_p.finite_p_error(f, cb, gb, geom, n, ctx, diagonal=diagonal, point_info=info)
+            else:
+                if n is not None:
+                    finite_p.warn_if_strong(geom, n, cb, stacklevel=3)
+                E, _, _ = solver.attention_error(ctx, cb, gb, k.a1, k.s2, k.d, geom.gram, geom.rank, point_info=info)
             out["attention"] = E
     result = {key: _finish(ctx, val, shape) for key, val in out.items()}
     return result if model == "both" else result[model]
@@ -82,6 +97,7 @@ def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str 
     import sympy as sp
 
     from .backends.compile import CompiledExprs
+    from .backends.kernels import INTEGRAND_ARGS
     from .systems.bulk import INTERMEDIATES, proposition1_integrand
     from .systems.symbols import lam
 
@@ -102,7 +118,7 @@ def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str 
         k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
                              dps=ctx.dps if ctx.name == "mpmath" else None)
         sol = solver.solve_bulk(ctx, cb, gb, k.a1, k.s2, k.d, {"activation": f.name})
-        fn = CompiledExprs([proposition1_integrand(kind, phi_expr)], solver.INTEGRAND_ARGS,
+        fn = CompiledExprs([proposition1_integrand(kind, phi_expr)], INTEGRAND_ARGS,
                            ctx.lambdify_modules, intermediates=INTERMEDIATES)
         out = sol.integrate_with(ctx, fn)[:, 0]
     return _finish(ctx, out, shape)

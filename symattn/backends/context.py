@@ -121,7 +121,7 @@ class MPContext(FloatContext):
 def context(backend: str = "numpy", dps: int | None = None):
     """The arithmetic context of a backend name: 'numpy' (float64) or 'mpmath' (``dps`` digits)."""
     from ..errors import ParameterError
-    from ..model import check_dps
+    from ..validation import check_dps
 
     if backend == "numpy":
         return FloatContext()

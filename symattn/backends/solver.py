@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ConvergenceError
 from .compile import compiled
 from ..systems.attention import TRACES
-from .kernels import INTEGRAND_ARGS, KERNEL_ORDER, gram_values
+from .kernels import KERNEL_ORDER, gram_values
 from .quadrature import integrate_many, mp_nodes
 
 NEWTON_MAX_ITER = 25

@@ -1,0 +1,58 @@
+"""Generic parameter checks shared by every layer (each raises ParameterError naming the parameter)."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+
+from .errors import ParameterError
+
+
+def _as_float_array(name: str, value) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(name, value, "a real number or an array of real numbers") from None
+    if arr.size == 0:
+        raise ParameterError(name, value, "at least one value")
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError(name, value, "finite real numbers (no NaN or inf)")
+    return arr
+
+
+def check_positive(name: str, value, upper: float | None = None) -> np.ndarray:
+    """Return ``value`` as a float array after checking 0 < value (< upper)."""
+    arr = _as_float_array(name, value)
+    allowed = f"0 < {name}" + (f" <= {upper:g}" if upper is not None else " < inf")
+    if np.any(arr <= 0) or (upper is not None and np.any(arr > upper)):
+        raise ParameterError(name, value if arr.ndim == 0 else arr.tolist(), allowed)
+    return arr
+
+
+def check_nonnegative(name: str, value) -> float:
+    arr = _as_float_array(name, value)
+    if arr.ndim != 0 or arr < 0:
+        raise ParameterError(name, value, f"a single real number {name} >= 0")
+    return float(arr)
+
+
+def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
+    """Return ``value`` as an int after checking minimum <= value (<= maximum)."""
+    if isinstance(value, bool) or not isinstance(value, (Integral, Real)) or (
+        isinstance(value, Real) and not (math.isfinite(float(value)) and float(value).is_integer())
+    ):
+        raise ParameterError(name, value, f"an integer >= {minimum}")
+    ivalue = int(value)
+    if ivalue < minimum or (maximum is not None and ivalue > maximum):
+        rng = f"{minimum} <= {name}" + (f" <= {maximum}" if maximum is not None else "")
+        raise ParameterError(name, value, f"an integer with {rng}")
+    return ivalue
+
+
+
+
+def check_dps(dps) -> int:
+    """mpmath working precision: an integer 15 <= dps <= 1000."""
+    return check_int("dps", dps, 15, 1000)
