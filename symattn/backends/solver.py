@@ -111,7 +111,7 @@ def _admissible(ctx, lam, w, e, params, strict=True):
         ok &= (ef[:, 1] > -1e-9) & (ef[:, 1] < 1 + 1e-9)
     with np.errstate(invalid="ignore", divide="ignore"):
         live = ctx.to_float(w) != 0
-        ok &= np.all((_delta(ctx, lam, e, params) > 0) | ~live, axis=-1) & np.all(np.isfinite(ef), axis=-1)
+        ok &= np.all((_delta(ctx, lam, e, params) > 0) | ~live, axis=-1)
     return ok
 
 
