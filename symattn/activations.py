@@ -209,6 +209,10 @@ def _parse_string(spec: str):
 def _canonical_expr(expr, label: str):
     """Replace any Symbol named 'x' by the real X; refuse other free symbols and constants."""
     expr = sp.sympify(expr)
+    unknown = sorted({type(a).__name__ for a in expr.atoms(sp.core.function.AppliedUndef)})
+    if unknown:
+        raise ActivationError(f"unknown function(s) {', '.join(unknown)} in the activation {label}: "
+                              "use SymPy functions (tanh, erf, exp, Max, Abs, ...) or a catalog name")
     syms = expr.free_symbols
     bad = sorted(str(s) for s in syms if s.name != "x")
     if bad:

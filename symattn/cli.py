@@ -63,9 +63,6 @@ COMMANDS: dict[str, str] = {
     "demo": "symattn.cli:add_demo_parser",
     "reproduce": "symattn.reproduce:add_parser",
     "codegen": "symattn.codegen:add_parser",
-    # one line per further command, e.g.
-    # "verify": "verification.cli:add_parser",
-    # "codegen": "symattn.backends.codegen:add_parser",
 }
 
 #: Entry-point group through which other distributions may add commands.

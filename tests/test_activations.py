@@ -474,3 +474,8 @@ def test_no_warnings_on_normal_use():
         f = sa.activation("softplus")
         f.hermite_coefficients(kmax=8, dps=50)
         f.d_n(200, snr=1.0)
+
+
+def test_unknown_function_in_expression_is_an_activation_error():
+    with pytest.raises(ActivationError, match="unknown function"):
+        sa.activation("foo(x) + 1")
