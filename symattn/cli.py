@@ -63,6 +63,7 @@ COMMANDS: dict[str, str] = {
     "demo": "symattn.cli:add_demo_parser",
     "reproduce": "symattn.reproduce:add_parser",
     "codegen": "symattn.codegen:add_parser",
+    "verify": "verification.cli:add_parser",
 }
 
 #: Entry-point group through which other distributions may add commands.
