@@ -24,8 +24,12 @@ def _check(n, draws, c, snr, gammas, bias, seed):
 @pytest.mark.parametrize("c", [0.5, 1.0, 2.0])
 @pytest.mark.parametrize("snr", [0.0, 1.0, 4.0])
 def test_linear_theory_vs_mc_n500(c, snr):
-    """n = 500, 4 draws, γ ∈ {0.1, 1, 10}: within 3 se + 2% (finite-n bias at n = 500)."""
-    _check(500, 4, c, snr, GAMMAS[1:], 0.02, seed=11)
+    """n = 500, 4 draws, γ ∈ {0.1, 1, 10}: within 3 se + 10%.
+
+    The allowance is the O(1/n) finite-n bias, largest where E_LR is small (c = 2, snr = 4, γ = 0.1:
+    +8% at n = 500, +1.2% at n = 2000 in MATH Table B); the n = 2000 test below has none.
+    """
+    _check(500, 4, c, snr, GAMMAS[1:], 0.10, seed=11)
 
 
 @pytest.mark.slow
