@@ -113,7 +113,11 @@ class MPContext(FloatContext):
         b = np.asarray(b, dtype=object)
         out = np.empty(b.shape, dtype=object)
         for idx in np.ndindex(b.shape[:-1]):
-            x = mpmath.lu_solve(mpmath.matrix(A[idx].tolist()), mpmath.matrix(b[idx].tolist()))
+            Am, bm = mpmath.matrix(A[idx].tolist()), mpmath.matrix(b[idx].tolist())
+            try:
+                x = mpmath.lu_solve(Am, bm)
+            except ZeroDivisionError:  # mpmath refuses ill-conditioned pivots; numpy would proceed
+                x = mpmath.qr_solve(Am, bm)[0]
             out[idx] = [x[i] for i in range(b.shape[-1])]
         return out
 
