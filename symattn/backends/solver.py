@@ -207,6 +207,11 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
             e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
                                                         sb, ctx.tol)
             total_it += it_fp
+            stuck = bad[res[bad] > ctx.tol]
+            if stuck.size:
+                raise ConvergenceError("no convergence of the bulk fixed point (Newton and the damped fixed point)",
+                                       residuals=ctx.to_float(res[stuck]), iterations=total_it,
+                                       point=_describe(point_info, todo[stuck], c, gamma))
         e[todo] = e_sub
         lam2, w2 = mp_nodes(ctx, c[todo], 2 * m)
         I2, _ = _fixed_point_map(ctx, lam2, w2, e_sub, sub, jacobian=False)
