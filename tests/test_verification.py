@@ -43,8 +43,10 @@ def test_registry_covers_every_limiting_case_three_ways():
     groups = {}
     for c in quick:
         groups.setdefault(c.group, set()).add(c.method)
-    assert set(groups) == {"linear-f", "a1-zero", "mu-zero", "gamma-large", "gamma-small", "c-limits"}
-    for g, methods in groups.items():
+    cases = {"linear-f", "a1-zero", "mu-zero", "gamma-large", "gamma-small", "c-limits"}
+    assert cases <= set(groups)
+    for g in cases:
+        methods = groups[g]
         assert "symbolic" in methods and "monte-carlo" in methods, g
         assert methods & {"mpmath", "contour"} and "float64" in methods, g
 
@@ -190,10 +192,10 @@ def test_fit_slope_recovers_power_law():
 def test_convergence_run_writes_csv_and_png(tmp_path):
     from verification import convergence
 
-    res = convergence.run(tmp_path, settings=["signal-tanh"], ns=(100, 200), draws_scale=0.05)
+    res = convergence.run(tmp_path, settings=["signal-tanh"], ns=(100, 200), draws_scale=0.05, finite_p=False)
     rows = convergence.read_csv(res["csv"])
     assert [r["n"] for r in rows] == [100, 200] and all(r["draws"] >= 2 for r in rows)
     assert res["png"].stat().st_size > 1000
     # rows of other settings are kept when one setting is re-run
-    convergence.run(tmp_path, settings=["bulk-tanh"], ns=(100,), draws_scale=0.2)
+    convergence.run(tmp_path, settings=["bulk-tanh"], ns=(100,), draws_scale=0.05, finite_p=False)
     assert {r["setting"] for r in convergence.read_csv(res["csv"])} == {"signal-tanh", "bulk-tanh"}
