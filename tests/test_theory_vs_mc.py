@@ -137,7 +137,7 @@ def test_grid_confirmation_stage(tmp_path):
     """With a zero tolerance every cell fails, so every configuration is re-measured with more
     draws from the same seed: the first draws are identical, the CSV holds both stages."""
     out = tmp_path / "v.md"
-    argv = ["--n", "40", "--draws", "2", "--confirm-draws", "3", "--activations", "tanh", "--geometries", "mu",
+    argv = ["--n", "40", "--draws", "2", "--confirm-draws", "3", "--activations", "tanh", "--geometries", "mu0",
             "--c", "1", "--tol-se", "0", "--tol-rel", "0", "--out", str(out)]
     assert mc_grid.main(argv) == 1
     rows = mc_grid._read_csv(out.with_suffix(".csv"))
@@ -145,9 +145,9 @@ def test_grid_confirmation_stage(tmp_path):
     text = out.read_text()
     assert "Re-measured configurations" in text and "†3" in text
     # draw k does not depend on the number of draws: the 3-draw run extends the 2-draw one
-    r2 = sa.simulate("tanh", n=40, c=1.0, gamma=[0.1], geometry=sa.Geometry(snr=1.0), draws=2,
+    r2 = sa.simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=2,
                      seed=int(rows[0]["seed"]), models=("attention",), progress=False)
-    r3 = sa.simulate("tanh", n=40, c=1.0, gamma=[0.1], geometry=sa.Geometry(snr=1.0), draws=3,
+    r3 = sa.simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=3,
                      seed=int(rows[0]["seed"]), models=("attention",), progress=False)
     np.testing.assert_array_equal(r2.attention, r3.attention[:2])
 

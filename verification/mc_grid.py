@@ -317,7 +317,7 @@ def run_grid(activations=ACTIVATIONS, geometry_names=GEOMETRY_NAMES, cs=CS, *, n
                 for cl in new:
                     w.writerow(cl.row())
         if log is not None:
-            worst = max(new, key=lambda cl: abs(cl.gap) / cl.tolerance)
+            worst = max(new, key=lambda cl: abs(cl.gap) / max(cl.tolerance, 1e-300))
             print(f"[{k}/{len(configs)}{'' if stage == 1 else ' confirm'}] {key[0]:5s} {key[1]:8s} c={key[2]:g} "
                   f"({nd} draws): {sum(cl.passed for cl in new)}/{len(new)} pass, worst rel {worst.rel:+.2%} "
                   f"z {worst.z:+.1f}, {new[0].seconds * len(new):.1f} s", file=log, flush=True)
