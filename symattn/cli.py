@@ -45,6 +45,7 @@ import json
 import math
 import sys
 import textwrap
+import warnings
 from typing import Callable, Iterable, Sequence
 
 EXIT_OK = 0
@@ -392,14 +393,24 @@ def add_solve_parser(subparsers):
             a1 (X^T W X/p - I) + sqrt(nu - a1^2) N/sqrt p + d I: a 3-unknown bulk fixed point over
             the Marchenko-Pastur law plus a low-rank Woodbury correction (MATH.md 5-6).
 
+            Finite size: the attention theory is asymptotic. At n tokens its bias is governed by
+            the signal strength t = (||mu||^2 + mu^T w_K mu^T w_Q)/sqrt(p), p = round(c n), which --n
+            prints: for t > 0.15 the asymptotic E_attention is too large (exact simulation lies about
+            30% below it at t = 0.7 for tanh).
+            --finite-p (with --n) solves the finite-p corrected theory instead: the kernel is
+            expanded around the exact latent part of its argument (all orders in t and in the
+            signal/weight projections) with a pair-dependent slope; see docs/finite_p.md.
+
             JSON: {"gamma", "E_attention", "E_linear", "a1", "nu", "d"}; E_* are lists aligned with
             gamma, and the key of a model not requested (--model linear or attention) is omitted.
-            d is the diagonal constant used (d_n with --n, 0 with --diagonal zero, null if infinite).""",
+            d is the diagonal constant used (d_n with --n, 0 with --diagonal zero, null if infinite).
+            With --n the object also has "t"; with --finite-p, "correction": "finite-p".""",
         examples=[
             "symattn solve --activation tanh --c 0.5 --gamma 0.01 0.1 1 10",
             "symattn solve -a relu --c 1 --gamma 0.1 --aligned --snr 1 --json",
             "symattn solve -a he3 --diagonal zero --c 2 --gamma 0.1 1 --model attention",
             "symattn solve -a tanh --c 1 --gamma 0.01 --n 1000       # finite-p diagonal d_n",
+            "symattn solve -a tanh --c 0.3 --gamma 0.03 --aligned --snr 3 --n 1000 --finite-p",
             "symattn solve -a erf --c 0.5 --gamma 1 --backend mpmath --dps 40 --model linear",
         ],
         notes="Exit code 3 when the solver does not converge (the message gives the residual).",
@@ -415,7 +426,10 @@ def add_solve_parser(subparsers):
     p.add_argument("--dps", type=int, default=30, metavar="D",
                    help="mpmath digits for --backend mpmath, 15 <= D <= 1000 (default 30)")
     p.add_argument("--n", type=int, default=None, metavar="N",
-                   help="use the finite-p diagonal d_n at n tokens (p = round(c n)) instead of d")
+                   help="use the finite-p diagonal d_n at n tokens (p = round(c n)) instead of d; "
+                        "prints the signal strength t and warns when t > 0.15")
+    p.add_argument("--finite-p", dest="finite_p", action="store_true",
+                   help="finite-p corrected attention theory (needs --n; matters when t > 0.15)")
     add_diagonal_arg(p)
     add_json_flag(p)
     p.set_defaults(func=run_solve)
@@ -423,7 +437,7 @@ def add_solve_parser(subparsers):
 
 
 def solve_data(act: str, c: float, gamma, geometry=None, model: str = "both", backend: str = "numpy",
-               dps: int = 30, n: int | None = None, diagonal: str = "f") -> dict:
+               dps: int = 30, n: int | None = None, diagonal: str = "f", correction: str | None = None) -> dict:
     """The ``symattn solve --json`` object."""
     import numpy as np
 
@@ -447,10 +461,15 @@ def solve_data(act: str, c: float, gamma, geometry=None, model: str = "both", ba
         d = 0.0 if diagonal == "zero" else _float(f.d)
     else:  # validates the diagonal mode against f (superlinear f needs diagonal='zero')
         d = _float(kernel_constants(f, diagonal=diagonal, n=n, c=c, snr=geometry.snr).d)
+    from . import finite_p
+
+    finite_p.check_correction(correction, n)
     from .solve import memorization_error  # after validation: bad input never needs the solvers
 
-    res = memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps,
-                             n=n, diagonal=diagonal)
+    with warnings.catch_warnings():  # the CLI prints t and its own warning (run_solve)
+        warnings.simplefilter("ignore", finite_p.FiniteSizeWarning)
+        res = memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps,
+                                 n=n, diagonal=diagonal, correction=correction)
     if model == "both":
         errs = {"E_attention": res["attention"], "E_linear": res["linear"]}
     else:
@@ -458,13 +477,20 @@ def solve_data(act: str, c: float, gamma, geometry=None, model: str = "both", ba
     out = {"gamma": gamma.ravel().tolist()}
     out.update({k: np.asarray(v, dtype=float).ravel().tolist() for k, v in errs.items()})
     out.update({"a1": _float(f.a1), "nu": _float(f.nu), "d": d})
+    if n is not None:
+        out["t"] = float(finite_p.signal_strength(geometry, n, c))
+    if correction is not None:
+        out["correction"] = correction
     return out
 
 
 def run_solve(args) -> int:
     geometry = geometry_from_args(args)
     data = solve_data(args.activation, args.c, args.gamma, geometry, args.model, args.backend, args.dps,
-                      args.n, args.diagonal)
+                      args.n, args.diagonal, "finite-p" if args.finite_p else None)
+    if "t" in data and data["t"] > 0.15 and not args.finite_p and args.model != "linear":
+        print(f"symattn: warning: signal strength t = {data['t']:.3g} > 0.15: the asymptotic E_attention is "
+              "biased upwards at this size; add --finite-p for the finite-p corrected theory", file=sys.stderr)
     if args.json:
         print(dump_json(data))
         return EXIT_OK
@@ -472,6 +498,9 @@ def run_solve(args) -> int:
           f"d = {'inf' if data['d'] is None else fmt(data['d'])};  c = {fmt(args.c)}"
           + (f", n = {args.n}" if args.n else ""))
     print(_geometry_line(geometry))
+    if "t" in data:
+        print(f"signal strength t = {fmt(data['t'])}; attention theory: "
+              + ("finite-p corrected" if args.finite_p else "asymptotic"))
     keys = [k for k in ("E_attention", "E_linear") if k in data]
     rows = [[fmt(g)] + [fmt(data[k][i], 8) for k in keys] for i, g in enumerate(data["gamma"])]
     print(format_table(["gamma"] + keys, rows, align="r" * (1 + len(keys))))

@@ -27,8 +27,9 @@ K0 = 𝔻∘(S^⊥ − I) + Σ∘N/√p + d·I, S^⊥ = Z^⊥ᵀZ^⊥/p, is solv
 (latent-diagonal) matrix Dyson equation for the linear pencil
 L = [[γ, √c K0ᵀ, 0], [√c K0, 0, I], [0, I, S^⊥]] (:func:`solve_pencil`); the low-rank part
 (1/√p)𝕄 and the data spike ṼUᵀ enter by a Woodbury identity in latent directions
-(:func:`latent_resolvent`). For f(x) = x, or any f with 𝕄 linear and 𝔻, Σ constant, this is
-algebraically the MATH.md §6 system (checked to 1e-8); for t → 0 it tends to it.
+(:func:`latent_resolvent`). For μ = w = 0 it is the MATH.md §5 bulk with d_n exactly; for
+f(x) = x it is the MATH.md §6 system up to O(k/p) (the split S = S^⊥ + G̃G̃ᵀ/p is kept exactly,
+S^⊥ having free cumulants θc^{1−n}, θ = (p − k)/p); for t → 0 it tends to the asymptotic theory.
 Its leading order in the latent fluctuation is the "V1" correction of MATH-FINITE-P.md
 (coefficients F_odd(t), ā(t), ν̄(t): :func:`finite_p_coefficients`).
 
@@ -72,8 +73,10 @@ __all__ = [
 T_WARN = 0.15
 #: accepted values of the ``correction`` argument
 CORRECTIONS = (None, "finite-p")
+#: relative truncation of the separable expansion of the pair-dependent slope 𝔻 (float64)
+SEPARABLE_TOL = 1e-10
 #: Gauss–Hermite nodes per latent dimension (k = 1, 2, 3): 2·nq^k latent quadrature points
-LATENT_NODES = {0: 1, 1: 24, 2: 14, 3: 9}
+LATENT_NODES = {0: 1, 1: 24, 2: 12, 3: 7}
 
 
 class FiniteSizeWarning(UserWarning):
@@ -86,7 +89,7 @@ def check_correction(correction, n) -> str | None:
         raise ParameterError("correction", correction, "None or 'finite-p'")
     if correction == "finite-p" and n is None:
         raise ParameterError("n", n, "the token count n (an integer >= 2) when correction='finite-p'",
-                             hint="the correction depends on the dimension p = round(c n)")
+                             hint="The correction depends on the dimension p = round(c n)")
     return correction
 
 
@@ -117,11 +120,12 @@ def warn_if_strong(geometry, n, c, stacklevel: int = 3) -> float:
 _MOMENT_CACHE: dict = {}
 
 
-def shifted_moments(f, s, dps: int = 20) -> dict:
-    r"""F(s) = E f(ξ+s), F'(s) = E[ξ f(ξ+s)], V(s) = Var f(ξ+s) of the centred f (mpmath, ``dps`` digits).
+def shifted_moments(f, s, dps: int = 20, variance=1) -> dict:
+    r"""F(s) = E f(σξ+s), F'(s) = E f'(σξ+s) = E[ξ f(σξ+s)]/σ, V(s) = Var f(σξ+s), σ² = ``variance``.
 
-    Gaussian quadrature (tanh-sinh against φ, :func:`symattn.hermite.gaussian_moments`) of
-    x ↦ f(x + s), with the real line split at the kinks of f shifted by −s.
+    For the centred f, in mpmath at ``dps`` digits: Gaussian quadrature (tanh-sinh against φ,
+    :func:`symattn.hermite.gaussian_moments`) of x ↦ f(σx + s), split at the kinks of f mapped
+    to (kink − s)/σ.
     """
     from mpmath import mp
 
@@ -131,15 +135,16 @@ def shifted_moments(f, s, dps: int = 20) -> dict:
     f = activation(f)
     with mp.workdps(dps + 10):
         s = mp.mpf(s)
-        key = (f, mp.nstr(s, dps + 5), dps)
+        sd = mp.sqrt(mp.mpf(variance))
+        key = (f, mp.nstr(s, dps + 5), mp.nstr(sd, dps + 5), dps)
         if key not in _MOMENT_CACHE:
             a0 = f.constants(dps)["a0"]
-            bps = [mp.mpf(k) - s for k in f.kinks]
+            bps = [(mp.mpf(k) - s) / sd for k in f.kinks]
             cutoff = 30.0 if f.float_only else None
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                m = gaussian_moments(lambda u: f._mp_eval(u + s), 1, dps, breakpoints=bps, cutoff=cutoff)
-            _MOMENT_CACHE[key] = {"F": m["h"][0] - a0, "F1": m["h"][1], "V": m["f2"] - m["h"][0] ** 2}
+                m = gaussian_moments(lambda u: f._mp_eval(sd * u + s), 1, dps, breakpoints=bps, cutoff=cutoff)
+            _MOMENT_CACHE[key] = {"F": m["h"][0] - a0, "F1": m["h"][1] / sd, "V": m["f2"] - m["h"][0] ** 2}
     with mp.workdps(dps):
         return {k: +v for k, v in _MOMENT_CACHE[key].items()}
 
@@ -208,10 +213,11 @@ class ShiftedGaussian:
     over [s − 12, s + 12]; mpmath -- :func:`shifted_moments` at ``dps`` digits.
     """
 
-    def __init__(self, f, R: float, dps: int | None = None, tol: float | None = None):
+    def __init__(self, f, R: float, dps: int | None = None, tol: float | None = None, variance: float = 1.0):
         from .activations import activation
 
         self.f = activation(f)
+        self.variance = variance
         self.R = float(R)
         self.dps = dps
         self.tol = (1e-14 if dps is None else 10.0 ** (-dps)) if tol is None else tol
@@ -228,10 +234,10 @@ class ShiftedGaussian:
 
     def _values(self, s):
         if self.dps is None:
-            return _shifted_values_numpy(self.f, np.asarray(s, dtype=float))
+            return _shifted_values_numpy(self.f, np.asarray(s, dtype=float), float(self.variance))
         out = np.empty((len(s), 3), dtype=object)
         for i, si in enumerate(s):
-            m = shifted_moments(self.f, si, self.dps)
+            m = shifted_moments(self.f, si, self.dps, self.variance)
             out[i] = (m["F"], m["F1"], m["V"])
         return out
 
@@ -267,9 +273,10 @@ class ShiftedGaussian:
         return out[..., 0], out[..., 1], out[..., 2]
 
 
-def _shifted_values_numpy(f, s):
-    """(F, F', V)(s) for float s by composite Gauss–Legendre in x (panels split at the kinks)."""
-    lo, hi = float(s.min()) - 12.0, float(s.max()) + 12.0
+def _shifted_values_numpy(f, s, variance=1.0):
+    """(F, F', V)(s) for float s, ξ ~ N(0, variance), by composite Gauss–Legendre in x (split at kinks)."""
+    sd = math.sqrt(variance)
+    lo, hi = float(s.min()) - 12.0 * sd, float(s.max()) + 12.0 * sd
     edges = np.union1d(np.linspace(lo, hi, int(math.ceil((hi - lo) / 0.25)) + 1),
                        [k for k in f.kinks if lo < k < hi])
     xg, wg = np.polynomial.legendre.leggauss(16)
@@ -282,11 +289,11 @@ def _shifted_values_numpy(f, s):
     out = np.empty((len(s), 3))
     for i0 in range(0, len(s), 256):
         ss = s[i0:i0 + 256]
-        z = x[None, :] - ss[:, None]
-        ph = w[None, :] * np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+        z = (x[None, :] - ss[:, None]) / sd
+        ph = w[None, :] * np.exp(-z * z / 2) / (sd * math.sqrt(2 * math.pi))
         F = ph @ fx
         out[i0:i0 + 256, 0] = F
-        out[i0:i0 + 256, 1] = (ph * z) @ fx
+        out[i0:i0 + 256, 1] = (ph * z) @ fx / sd
         out[i0:i0 + 256, 2] = ph @ (fx * fx) - F * F
     return out
 
@@ -376,7 +383,8 @@ def latent_kernels(f, geometry, p: int, dps: int | None = None, nq: int | None =
         U = y[:, None] * m[None, :] + g
         delta = (U @ B @ U.T) / math.sqrt(p)
         R = float(np.max(np.abs(delta))) * 1.0001 + 1e-3
-        shifts = ShiftedGaussian(f, R)
+        theta = (p - k) / p
+        shifts = ShiftedGaussian(f, R, variance=theta)
         F, F1, V = shifts(delta)
         rp = math.sqrt(p)
     else:
@@ -389,12 +397,13 @@ def latent_kernels(f, geometry, p: int, dps: int | None = None, nq: int | None =
             rp = mp.sqrt(p)
             delta = (U @ Bo @ U.T) / rp if k else np.zeros((len(y), len(y)), dtype=object) * mp.mpf(0)
             R = float(max(abs(v) for v in delta.ravel())) * 1.0001 + 1e-3
-            shifts = ShiftedGaussian(f, R, dps=dps)
+            theta = mp.mpf(p - k) / p
+            shifts = ShiftedGaussian(f, R, dps=dps, variance=theta)
             F, F1, V = shifts(delta)
-    S2 = V - F1 * F1
+    S2 = V - theta * F1 * F1
     S2 = np.where(S2 > 0, S2, 0 * S2)
     return {"y": y, "U": U, "w": w, "M": rp * F, "D": F1, "S2": S2, "Dself": np.diagonal(F1).copy(),
-            "k": k, "nq": nq, "delta": delta, "chebyshev_degree": shifts.degree}
+            "k": k, "nq": nq, "delta": delta, "theta": theta, "chebyshev_degree": shifts.degree}
 
 
 def latent_diagonal(f, kern: dict, p: int, geometry) -> np.ndarray:
@@ -497,20 +506,20 @@ class PencilSolution:
 
 
 def solve_pencil(c, z, d, w, separable, S2, Dself=None, tol=1e-12, max_iter=20000, G0=None,
-                 damping=0.5) -> PencilSolution:
+                 damping=0.5, theta=1) -> PencilSolution:
     r"""Solve the latent-diagonal matrix Dyson equation of the pencil
 
       L = [[z, √c K0ᵀ, 0], [√c K0, 0, I], [0, I, S]],  K0 = 𝔻∘(S − I) + Σ∘N/√p + d I,
 
-    with S = Z^⊥ᵀZ^⊥/p (free Poisson, free cumulants κ_n = c^{1−n}) and N (GOE) free from each
+    with S = Z^⊥ᵀZ^⊥/p (free Poisson, free cumulants κ_n = θ c^{1−n}, θ = (p − k)/p) and N (GOE) free from each
     other and from the latent-diagonal algebra 𝒟. With 𝔻 = Σ_r σ_r ψ_r ⊗ χ_r (``separable``
     = (σ, ψ, χ)), the S-terms of L are Σ_j P_j S P'_j with P_j, P'_j ∈ M_3(𝒟), and
 
       𝒢(ω) = (L0(ω) + R_S(−𝒢)(ω) + R_N(−𝒢)(ω))^{-1},
-      R_S(b) = Σ_{jj'} P_j [(I − τ(b)/c)^{-1}]_{jj'} P'_{j'},  τ(b)_{jj'} = E_ω[P'_j b P_{j'}],
+      R_S(b) = θ Σ_{jj'} P_j [(I − τ(b)/c)^{-1}]_{jj'} P'_{j'},  τ(b)_{jj'} = E_ω[P'_j b P_{j'}],
       R_N(b) = E_12 E'[Σ(ω',ω)Σ(ω,ω') b_21(ω')] + … (variance profile of Σ∘N),
 
-    L0(ω) = [[z, √c(d − 𝔻(ω,ω)), 0], [√c(d − 𝔻(ω,ω)), 0, 1], [0, 1, 0]]. Blocks of
+    L0(ω) = [[z, √c(d − θ𝔻(ω,ω)), 0], [√c(d − θ𝔻(ω,ω)), 0, 1], [0, 1, 0]] (``d`` may depend on ω). Blocks of
     𝒢 = E_𝒟[L^{-1}]: 𝒢11 = Q0, 𝒢12 = √c Q0K0ᵀS, 𝒢13 = −√c Q0K0ᵀ, 𝒢22 = −S + cSK0Q0K0ᵀS,
     𝒢32 = I − cK0Q0K0ᵀS, 𝒢33 = cK0Q0K0ᵀ, Q0 = (z + cK0ᵀSK0)^{-1}. Solved by the damped
     iteration 𝒢 ← (1 − ϑ)𝒢 + ϑ·RHS(𝒢) from L0^{-1}; ``z`` may be complex (complex-step γ-derivative).
@@ -538,7 +547,7 @@ def solve_pencil(c, z, d, w, separable, S2, Dself=None, tol=1e-12, max_iter=2000
     a_idx[-1] = b_idx[-1] = 2
     if Dself is None:
         Dself = (psi * chi) @ sig if R else np.zeros(Q)
-    kd = rc * (d - Dself)
+    kd = rc * (d - theta * Dself)
     L0 = np.zeros((Q, 3, 3), dtype=dt)
     L0[:, 0, 0] = z
     L0[:, 0, 1] = L0[:, 1, 0] = kd
@@ -565,7 +574,7 @@ def solve_pencil(c, z, d, w, separable, S2, Dself=None, tol=1e-12, max_iter=2000
                     continue
                 T = gw.T @ (b[:, be, al][:, None] * fs)
                 tau = tau + T * np.outer(masks_b[be], masks_a[al])
-        mt = _solve(eyeJ - tau / c, eyeJ.astype(dt))
+        mt = theta * _solve(eyeJ - tau / c, eyeJ.astype(dt))
         RS = np.zeros_like(b)
         for al in range(3):
             H = fa[al] @ mt
@@ -720,25 +729,27 @@ def latent_resolvent(c, kern: dict, G: np.ndarray, tol: float = 1e-12):
 _KERNEL_CACHE: dict = {}
 
 
-def _kernels_cached(f, geom, p, dps):
-    key = (f, geom.gram.tobytes(), geom.rank, int(p), dps)
+def _kernels_cached(f, geom, p, dps, nq=None):
+    key = (f, geom.gram.tobytes(), geom.rank, int(p), dps, nq)
     if key not in _KERNEL_CACHE:
         if len(_KERNEL_CACHE) > 32:
             _KERNEL_CACHE.clear()
-        kern = latent_kernels(f, geom, int(p), dps=dps)
-        tol = 1e-12 if dps is None else 10.0 ** (-dps)
+        kern = latent_kernels(f, geom, int(p), dps=dps, nq=nq)
+        tol = SEPARABLE_TOL if dps is None else 10.0 ** (-dps)
         kern["separable"] = _weighted_svd(kern["D"], kern["w"], tol)
         _KERNEL_CACHE[key] = kern
     return _KERNEL_CACHE[key]
 
 
-def finite_p_error(f, c, gamma, geometry, n: int, ctx, diagonal: str = "f", point_info=None):
+def finite_p_error(f, c, gamma, geometry, n: int, ctx, diagonal: str = "f", point_info=None,
+                   latent_nodes: int | None = None):
     r"""E_A(γ) = −γ² F'(γ) of the finite-p corrected theory at the points (c, γ) (1-d arrays).
 
     For each point, p = round(c n); the latent kernels 𝕄, 𝔻, Σ² (computed at the context's
     precision) and d = d_n (0 with ``diagonal='zero'``) enter :func:`solve_pencil` at the
     complex point z = γ + iη and :func:`latent_resolvent`; F'(γ) = Im F(γ + iη)/η
     (complex-step derivative: no cancellation; η = 10^{-20}γ in float64, 10^{-(dps+5)}γ in mpmath).
+    ``latent_nodes``: Gauss–Hermite nodes per latent dimension (default :data:`LATENT_NODES`).
     Returns the array of E_A (float, or mpf objects in the mpmath context).
     """
     from .activations import activation
@@ -755,7 +766,7 @@ def finite_p_error(f, c, gamma, geometry, n: int, ctx, diagonal: str = "f", poin
     warm = {}
     for i, (ci, gi) in enumerate(zip(cb, gb)):
         p = dimension(n, ci)
-        kern = _kernels_cached(f, geom, p, dps)
+        kern = _kernels_cached(f, geom, p, dps, latent_nodes)
         # the diagonal: d(ω) (0 for diagonal="zero") minus what (1/√p)F(δ) = 𝕄/p puts there
         dkey = ("diag", diagonal)
         if dkey not in kern:
@@ -782,7 +793,7 @@ def finite_p_error(f, c, gamma, geometry, n: int, ctx, diagonal: str = "f", poin
             tol = 1e-12
         try:
             sol = solve_pencil(cm, z, dq, kern["w"], kern["separable"], kern["S2"], Dself=kern["Dself"],
-                               tol=tol, G0=warm.get(p))
+                               tol=tol, G0=warm.get(p), theta=kern["theta"])
         except ConvergenceError as exc:
             raise ConvergenceError(exc.reason, exc.residuals, exc.iterations,
                                    point=dict(point_info or {}, c=float(ci), gamma=float(gi), n=n, p=p)) from None

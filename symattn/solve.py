@@ -34,11 +34,11 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     n : if given, use the finite-p diagonal d_n with p = round(c·n) instead of d = lim f(√p)/√p
     diagonal : 'f' (the kernel's diagonal is f, giving d) or 'zero' (d = 0)
     correction : None (the asymptotic theory, default) or 'finite-p' (needs ``n``): the finite-p
-        corrected attention theory of :mod:`symattn.finite_p` (docs/finite_p.md), which
-        linearises the kernel around the pair-class mean t·y_i y_j of its signal part,
-        t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p, to all orders in t. It matters when t is not small:
-        with ``n`` given and no correction, t > 0.15 issues a ``FiniteSizeWarning``.
-        E_LR (model 'linear') is not affected.
+        corrected attention theory of :mod:`symattn.finite_p` (docs/finite_p.md). The kernel is
+        expanded conditionally on the exact latent part of its argument (labels and projections
+        on span(μ, w_K, w_Q)), to all orders in it, with a pair-dependent slope. It matters when
+        t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p is not small: with ``n`` given and no correction,
+        t > 0.15 issues a ``FiniteSizeWarning``. E_LR (model 'linear') is not affected.
 
     Returns
     -------

@@ -165,6 +165,7 @@ def all_checks() -> list[Check]:
 
     for mod in CASE_MODULES:
         importlib.import_module(f"verification.cases.{mod}")
+    importlib.import_module("verification.finite_p")  # the finite-p correction's checks (issue 7)
     return list(REGISTRY.values())
 
 
