@@ -592,7 +592,7 @@ def add_demo_parser(subparsers):
             A one-minute tour of symattn: the Hermite expansion of tanh (a_k, a1, nu, d), the
             linear-regression error E_LR(gamma) from the deterministic equivalent next to a small
             exact Monte Carlo (n = 500) with standard errors for c in {0.5, 1}, the same for
-            attention E_A when its theory is available, and a figure DIR/demo_linear.png of theory
+            attention E_A (with the finite-p diagonal d_n), and a figure DIR/demo_linear.png of theory
             curves vs Monte Carlo points.""",
         examples=["symattn demo", "symattn demo --out /tmp/demo --json"],
     )

@@ -3,7 +3,7 @@ r"""The demo (``symattn demo``): a one-minute tour of what symattn computes.
 1. The Hermite expansion of tanh: a_k (k <= 6), a1, ν and the diagonal constant d.
 2. The deterministic equivalent of the linear-regression error E_LR(γ) (MATH.md §3) next to an
    exact Monte Carlo at n = 500 (mean ± standard error over a few draws), for c ∈ {0.5, 1};
-   the same for attention E_A(γ) when its theory is available.
+   the same for attention E_A(γ) (MATH.md §6, with the finite-p diagonal d_n).
 3. A figure ``DIR/demo_linear.png``: theory curves vs γ (log axis) with the Monte Carlo points.
 
 Use :func:`run` from Python; it returns a JSON-friendly summary.
@@ -19,17 +19,6 @@ import numpy as np
 
 DEFAULT_OUT = "symattn-out"
 FIGURE_NAME = "demo_linear.png"
-
-
-def _attention_theory(f, c, gamma, geometry, n):
-    """E_A theory at finite-p diagonal d_n, or None when the attention system is not available."""
-    from .solve import memorization_error
-
-    try:
-        return np.asarray(memorization_error(f, c, gamma, geometry=geometry, model="attention", n=n),
-                          dtype=float)
-    except NotImplementedError:
-        return None
 
 
 def run(out: str | Path | None = DEFAULT_OUT, echo: Callable[[str], object] | None = print,
@@ -70,25 +59,20 @@ def run(out: str | Path | None = DEFAULT_OUT, echo: Callable[[str], object] | No
         f"{draws} draws")
     say(f"   geometry: w_K = w_Q = mu, ||mu||^2 = {fmt(snr)}; mean +- standard error")
     rows, panels = [], []
-    attention_available = True
     for c in cs:
         p = dimension(n, c)
         lin_curve = np.asarray(memorization_error(f, c, curve, geometry=geometry, model="linear"), dtype=float)
         lin_pts = np.asarray(memorization_error(f, c, gammas, geometry=geometry, model="linear"), dtype=float)
-        att_curve = att_pts = None
-        if attention_available:
-            att_curve = _attention_theory(f, c, curve, geometry, n)
-            if att_curve is None:
-                attention_available = False
-            else:
-                att_pts = _attention_theory(f, c, gammas, geometry, n)
+        # attention theory with the finite-p diagonal d_n at the simulated n (comparable to the MC)
+        att_curve = np.asarray(memorization_error(f, c, curve, geometry=geometry, n=n), dtype=float)
+        att_pts = np.asarray(memorization_error(f, c, gammas, geometry=geometry, n=n), dtype=float)
         mc = simulate(f, n=n, c=c, gamma=gammas, geometry=geometry, draws=draws, seed=seed, progress=False)
         for i, g in enumerate(gammas):
             rows.append({
                 "c": float(c), "p": p, "gamma": float(g),
                 "E_linear_theory": float(lin_pts[i]),
                 "E_linear_mc": float(mc.linear_mean[i]), "E_linear_sem": float(mc.linear_sem[i]),
-                "E_attention_theory": None if att_pts is None else float(att_pts[i]),
+                "E_attention_theory": float(att_pts[i]),
                 "E_attention_mc": float(mc.attention_mean[i]), "E_attention_sem": float(mc.attention_sem[i]),
             })
         panels.append((c, p, lin_curve, att_curve, mc))
@@ -98,11 +82,9 @@ def run(out: str | Path | None = DEFAULT_OUT, echo: Callable[[str], object] | No
 
     table = [[fmt(r["c"]), fmt(r["gamma"]), f"{r['E_linear_theory']:.4f}",
               pm(r["E_linear_mc"], r["E_linear_sem"]),
-              "n/a" if r["E_attention_theory"] is None else f"{r['E_attention_theory']:.4f}",
+              f"{r['E_attention_theory']:.4f}",
               pm(r["E_attention_mc"], r["E_attention_sem"])] for r in rows]
     say(format_table(["c", "gamma", "E_LR theory", "E_LR MC", "E_A theory", "E_A MC"], table, align="rrrrrr"))
-    if not attention_available:
-        say("   (attention theory not available in this version: E_A shown from Monte Carlo only)")
     say("")
 
     # -- 3. figure
@@ -128,7 +110,6 @@ def run(out: str | Path | None = DEFAULT_OUT, echo: Callable[[str], object] | No
                     "a1": float(f.a1), "nu": float(f.nu), "d": d},
         "geometry": geometry.as_dict(),
         "n": int(n), "draws": int(draws), "seed": int(seed),
-        "attention_theory": attention_available,
         "rows": rows,
         "figure": figure,
         "seconds": seconds,

@@ -556,30 +556,25 @@ def solve_pencil(c, z, d, w, separable, S2, Dself=None, tol=1e-12, max_iter=2000
     W1, W2, W3 = S2.T * w[None, :], S2 * w[None, :], (Sg * Sg.T) * w[None, :]
     eyeJ = np.eye(J, dtype=int)
 
-    masks_a = [(a_idx == v).astype(int) for v in range(3)]
-    masks_b = [(b_idx == v).astype(int) for v in range(3)]
+    # the S-terms grouped by their block indices: columns j with a_j = α, rows j with b_j = β
+    rows_a = [np.flatnonzero(a_idx == v) for v in range(3)]
+    rows_b = [np.flatnonzero(b_idx == v) for v in range(3)]
     gw = g * w[:, None]
-    fa = [fs * ma[None, :] for ma in masks_a]
-    gb_ = [g * mb[None, :] for mb in masks_b]
 
     def rhs(G):
         b = -G
-        # τ_jk = E_ω[g_j b_{b_j a_k} f_k s_k], grouped by the block indices (b_j, a_k)
-        tau = 0
-        for be in range(3):
-            if not masks_b[be].any():
-                continue
-            for al in range(3):
-                if not masks_a[al].any():
-                    continue
-                T = gw.T @ (b[:, be, al][:, None] * fs)
-                tau = tau + T * np.outer(masks_b[be], masks_a[al])
+        # τ_jk = E_ω[g_j b_{b_j a_k} f_k], computed block by block (b_j, a_k)
+        tau = np.zeros((J, J), dtype=dt)
+        for be, jb in enumerate(rows_b):
+            for al, ja in enumerate(rows_a):
+                if jb.size and ja.size:
+                    tau[np.ix_(jb, ja)] = gw[:, jb].T @ (b[:, be, al][:, None] * fs[:, ja])
         mt = theta * _solve(eyeJ - tau / c, eyeJ.astype(dt))
         RS = np.zeros_like(b)
-        for al in range(3):
-            H = fa[al] @ mt
-            for be in range(3):
-                RS[:, al, be] = (H * gb_[be]).sum(axis=1)
+        for al, ja in enumerate(rows_a):
+            H = fs[:, ja] @ mt[ja, :]
+            for be, jb in enumerate(rows_b):
+                RS[:, al, be] = (H[:, jb] * g[:, jb]).sum(axis=1)
         RN = np.zeros_like(b)
         RN[:, 0, 0] = W1 @ b[:, 1, 1]
         RN[:, 1, 1] = W2 @ b[:, 0, 0]
@@ -661,6 +656,25 @@ def _sqrtv(x):
     return math.sqrt(x) if isinstance(x, (float, int, np.floating, np.integer)) else _mpsqrt(x)
 
 
+def _latent_basis(kern: dict, tol: float):
+    r"""The orthonormal latent basis φ (φ_0 = y; spanning y, the u_l and the singular functions of 𝕄),
+    𝒜 = E[𝕄 φ_a φ_b'], ρ_al = E[u_l φ_a] and the directions a with ρ_a ≠ 0; independent of c and z,
+    so computed once per kernel (cached in ``kern``)."""
+    key = ("basis", tol)
+    if key not in kern:
+        y, U, w, M = kern["y"], kern["U"], kern["w"], kern["M"]
+        k = U.shape[1]
+        obj = w.dtype == object
+        s, Lf, Rf = _weighted_svd(M, w, tol) if M.size else (np.zeros(0), np.zeros((len(w), 0)), np.zeros((len(w), 0)))
+        X = np.column_stack([y[:, None], U, Lf, Rf]) if k or len(s) else y[:, None]
+        phi = _orthonormal(X, w, 1e-9 if not obj else tol)
+        Wphi = w[:, None] * phi
+        rho = Wphi.T @ U if k else np.zeros((phi.shape[1], 0), dtype=phi.dtype)
+        ua = [i for i in range(phi.shape[1]) if k and any(float(abs(v)) > 1e-12 for v in rho[i])]
+        kern[key] = (phi, Wphi.T @ M @ Wphi, rho, ua)
+    return kern[key]
+
+
 def latent_resolvent(c, kern: dict, G: np.ndarray, tol: float = 1e-12):
     r"""F = lim ŷᵀ(ΦᵀΦ/n + z)^{-1}ŷ from the pencil solution and the latent low-rank part.
 
@@ -674,18 +688,13 @@ def latent_resolvent(c, kern: dict, G: np.ndarray, tol: float = 1e-12):
     Γ[h_a, h_b] = E[φ_a φ_b 𝒢11], Γ[α_a, α_b] = E[φ_a φ_b 𝒢22], Γ[Ṽe_l, Ṽe_l'] = −δ_ll', and
     F = Γ00 − eᵀĈ(I + ΓĈ)^{-1}e, e = Γ[:, ŷ] (MATH.md §6 with latent directions).
     """
-    y, U, w, M = kern["y"], kern["U"], kern["w"], kern["M"]
+    U, w = kern["U"], kern["w"]
     k = U.shape[1]
     obj = w.dtype == object
     rc = _mpsqrt(c) if obj else math.sqrt(c)
-    s, Lf, Rf = _weighted_svd(M, w, tol) if M.size else (np.zeros(0), np.zeros((len(w), 0)), np.zeros((len(w), 0)))
-    X = np.column_stack([y[:, None], U, Lf, Rf]) if k or len(s) else y[:, None]
-    phi = _orthonormal(X, w, 1e-9 if not obj else tol)
+    phi, a, rho, ua = _latent_basis(kern, tol)
     A = phi.shape[1]
     Wphi = w[:, None] * phi
-    a = Wphi.T @ M @ Wphi
-    rho = Wphi.T @ U if k else np.zeros((A, 0), dtype=phi.dtype)
-    ua = [i for i in range(A) if k and any(float(abs(v)) > 1e-12 for v in rho[i])]
     nA, nU = A, len(ua)
     Nn, Np = nA + nU, nA + k
     dt = G.dtype

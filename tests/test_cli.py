@@ -416,6 +416,7 @@ def test_format_table_aligns():
 
 
 # ============================================================================ demo and plotting
+@pytest.mark.filterwarnings("ignore::symattn.finite_p.FiniteSizeWarning")  # n = 40-60: t > 0.15 by design
 def test_demo_small_run_writes_figure(tmp_path):
     from symattn.demo import FIGURE_NAME, run as run_demo
 
@@ -434,6 +435,7 @@ def test_demo_small_run_writes_figure(tmp_path):
     json.loads(cli.dump_json(summary), parse_constant=_no_nonfinite)
 
 
+@pytest.mark.filterwarnings("ignore::symattn.finite_p.FiniteSizeWarning")  # n = 40-60: t > 0.15 by design
 def test_demo_command_plumbing(capsys, monkeypatch, tmp_path):
     import symattn.demo as demo
 

@@ -319,6 +319,19 @@ def test_monte_carlo_strong_settings_n1000(f, c, g, gam):
     assert np.sum(np.abs(mc - cor)) < 0.5 * np.sum(np.abs(mc - old))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("f, c, g", [
+    ("tanh", 0.5, sa.Geometry(snr=2, wk2=4.25, wq2=3, mu_wk=2, mu_wq=2, wk_wq=2)),  # w_K = μ + 1.5e₁, w_Q = μ + e₂
+    ("erf", 1.0, sa.Geometry(snr=2, wk2=6, wq2=3, mu_wk=2, mu_wq=2, wk_wq=2)),       # w_K = μ + 2e₁, w_Q = μ + e₂
+])
+def test_monte_carlo_noncollinear_n1000(f, c, g):
+    """Non-collinear μ, w_K, w_Q (latent dimension k = 3, t = 0.27 / 0.19) at n = 1000, 60 draws: the corrected
+    theory within max(3 se, 3 %) of exact MC in every cell."""
+    gam = [0.03, 0.3, 3.0]
+    mc, se, old, cor = _mc_gaps(f, c, g, 1000, gam, 60, 41)
+    assert np.all(np.abs(mc - cor) <= np.maximum(3 * se, 0.03 * cor)), (mc, se, cor)
+
+
 # ----------------------------------------------------------------------------- derivation and verification
 def test_derivation_steps_check_out():
     """derivations/finite_p.py: the symbolic and reduction steps (the Monte Carlo table is in the slow test)."""

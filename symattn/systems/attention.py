@@ -21,7 +21,7 @@ from functools import lru_cache
 import sympy as sp
 
 from .base import SymbolicSystem
-from .bulk import RESOLVENT_KERNELS, bulk_system
+from .bulk import INTERMEDIATES, RESOLVENT_KERNELS, bulk_system
 from .symbols import KERNEL, a1, c, gamma, gram_symbols, lam
 
 #: the nine traces (name, kernel, power of λ), in a fixed order
@@ -148,7 +148,7 @@ def attention_system(rank: int = 1) -> SymbolicSystem:
         name=f"attention (rank {rank})",
         unknowns=bulk.unknowns,
         parameters=(c, gamma) + KERNEL + tuple(sorted(G.free_symbols, key=str)),
-        equations=list(bulk.equations) + [sp.Eq(T, mp_integral(g)) for T, g in zip(TRACE_SYMBOLS, TRACE_INTEGRANDS)],
+        equations=list(bulk.equations) + [sp.Eq(T, mp_integral(g, INTERMEDIATES)) for T, g in zip(TRACE_SYMBOLS, TRACE_INTEGRANDS)],
         definitions=dict(bulk.definitions),
         output=F_shown,
         notes="F = Gamma[b0,b0] - e^T Chat (I + Gamma Chat)^{-1} e with e = Gamma[:, b0]; "

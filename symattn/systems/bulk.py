@@ -68,7 +68,7 @@ def bulk_system() -> SymbolicSystem:
         name="bulk",
         unknowns=(e1, e2, e3),
         parameters=(c, gamma) + KERNEL,
-        equations=[sp.Eq(e, mp_integral(g)) for e, g in zip((e1, e2, e3), integrands)],
+        equations=[sp.Eq(e, mp_integral(g, INTERMEDIATES)) for e, g in zip((e1, e2, e3), integrands)],
         definitions={beta: BETA, Delta: DELTA},
         output=e1,
         notes="integrals over the Marchenko-Pastur law mu_S of S = Z^T Z/p (ratio 1/c, atom (1-c)_+ at 0)",

@@ -19,6 +19,14 @@ density = c * sp.sqrt((edge_plus - lam) * (lam - edge_minus)) / (2 * sp.pi * lam
 atom = sp.Max(0, 1 - c)
 
 
-def mp_integral(g: sp.Expr) -> sp.Expr:
-    r"""The symbolic ∫ g(λ) dμ_S(λ) = ∫_a^b g ρ dλ + (1−c)_+ g(0) (unevaluated)."""
-    return sp.Integral(g * density, (lam, edge_minus, edge_plus)) + atom * g.subs(lam, 0)
+def mp_integral(g: sp.Expr, intermediates=()) -> sp.Expr:
+    r"""The symbolic ∫ g(λ) dμ_S(λ) = ∫_a^b g ρ dλ + (1−c)_+ g(0) (unevaluated).
+
+    ``intermediates`` are ordered pairs (symbol, definition) of λ-dependent quantities that
+    g is written in (β(λ), Δ(λ) of the bulk); they are expanded before setting λ = 0 in the
+    atom term, so that g(0) contains no hidden λ.
+    """
+    g0 = g
+    for sym, value in reversed(tuple(intermediates)):
+        g0 = g0.subs(sym, value)
+    return sp.Integral(g * density, (lam, edge_minus, edge_plus)) + atom * sp.simplify(g0.subs(lam, 0))
