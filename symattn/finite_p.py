@@ -377,7 +377,12 @@ def latent_kernels(f, geometry, p: int, dps: int | None = None, nq: int | None =
 
     f = activation(f)
     m, B, k = latent_geometry(geometry)
-    nq = LATENT_NODES.get(k, 8) if nq is None else int(nq)
+    if k > max(LATENT_NODES):
+        raise ParameterError("geometry", f"span(mu, w_K, w_Q) of dimension {k}",
+                             f"a latent dimension k <= {max(LATENT_NODES)} for correction='finite-p' "
+                             "(mu and one pair w_K, w_Q; or collinear vectors)",
+                             hint=f"the latent quadrature has 2*nq^k nodes; k = {k} is out of reach")
+    nq = LATENT_NODES[k] if nq is None else int(nq)
     y, g, w = latent_quadrature(k, nq, dps)
     if dps is None:
         U = y[:, None] * m[None, :] + g

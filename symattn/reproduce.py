@@ -26,7 +26,9 @@ the figure), ``curve, model, activation, diagonal, x_name, x, theory, mc_mean, m
 Monte Carlo uses the real W, the theory its fitted structure), ``n, p, draws, c, gamma, snr,
 theta, t, strong_signal``. ``t = (‖μ‖² + Σ_k μᵀw_K^{(k)} μᵀw_Q^{(k)})/√p`` is the finite-p signal
 strength of MATH-FINITE-P.md; ``strong_signal = |t| > 0.15`` (:data:`STRONG_SIGNAL_T`), the
-regime where the asymptotic theory is known to be off at realistic p (attention points only).
+regime where the asymptotic theory is known to be off at realistic p (attention points only);
+``theory_finite_p``: at strong-signal points, the finite-p corrected theory
+(``correction="finite-p"``, docs/finite_p.md), against which those points are checked.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ TOL_REL = 0.03
 
 CSV_COLUMNS = ["figure", "panel", "kind", "curve", "model", "activation", "diagonal", "x_name", "x",
                "theory", "mc_mean", "mc_sem", "mc_model", "n", "p", "draws", "c", "gamma", "snr",
-               "theta", "t", "strong_signal"]
+               "theta", "t", "strong_signal", "theory_finite_p"]
 
 #: Resolution of the PNG files (the PDF files are vector graphics).
 PNG_DPI = 120
@@ -233,7 +235,7 @@ def mc_at(result, model: str, gamma: float):
 
 
 # ============================================================================ theory
-def theory(f, c, gamma, geometry=None, n=None, diagonal="f", model="attention") -> np.ndarray:
+def theory(f, c, gamma, geometry=None, n=None, diagonal="f", model="attention", correction=None) -> np.ndarray:
     """:func:`symattn.memorization_error` as a float array; points where the solver does not
     converge are NaN (reported, not fatal)."""
     import warnings
@@ -245,7 +247,7 @@ def theory(f, c, gamma, geometry=None, n=None, diagonal="f", model="attention") 
         with warnings.catch_warnings():  # strong signals are flagged in the CSV (t), not warned about
             warnings.filterwarnings("ignore", message=".*finite-p signal strength.*")
             return np.asarray(memorization_error(f, c, gamma, geometry=geometry, model=model, n=n,
-                                                 diagonal=diagonal), dtype=float)
+                                                 diagonal=diagonal, correction=correction), dtype=float)
     except ConvergenceError:
         if np.ndim(c) == 0 and np.ndim(gamma) == 0:
             return np.asarray(np.nan)
@@ -253,8 +255,15 @@ def theory(f, c, gamma, geometry=None, n=None, diagonal="f", model="attention") 
         cc, gg = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
         out = np.empty(cc.shape)
         for idx in np.ndindex(cc.shape):
-            out[idx] = theory(f, float(cc[idx]), float(gg[idx]), geometry, n, diagonal, model)
+            out[idx] = theory(f, float(cc[idx]), float(gg[idx]), geometry, n, diagonal, model, correction)
         return out
+
+
+def finite_p_theory(f, c, gamma, geometry, n, t, diagonal="f", model="attention"):
+    """The finite-p corrected E_A at a strong-signal attention point (|t| > STRONG_SIGNAL_T), else None."""
+    if model != "attention" or t is None or abs(t) <= STRONG_SIGNAL_T:
+        return None
+    return float(theory(f, c, gamma, geometry, n=n, diagonal=diagonal, correction="finite-p"))
 
 
 def strength(geometry, p: int) -> float:
@@ -278,14 +287,14 @@ class Records:
                                   x=float(x), theory=float(v), **meta))
 
     def point(self, panel, curve, x_name, x, th, mean, sem, *, model, n, p, draws, t=None,
-              mc_model=THEORY_MODEL, **meta):
+              mc_model=THEORY_MODEL, theory_finite_p=None, **meta):
         strong = None
         if model == "attention" and t is not None:
             strong = bool(abs(t) > STRONG_SIGNAL_T)
         row = dict(figure=self.figure, panel=panel, kind="point", curve=curve, model=model, x_name=x_name,
                    x=float(x), theory=float(th), mc_mean=float(mean), mc_sem=float(sem), mc_model=mc_model,
                    n=int(n), p=int(p), draws=int(draws), t=None if t is None else float(t),
-                   strong_signal=strong, **meta)
+                   strong_signal=strong, theory_finite_p=theory_finite_p, **meta)
         self.rows.append(row)
         return row
 
@@ -321,14 +330,23 @@ def _csv_value(v):
 
 
 def agreement(rows, tol_se: float = TOL_SE, tol_rel: float = TOL_REL) -> dict:
-    r"""Theory against Monte Carlo on the ``point`` rows whose simulation is the theory's model and
-    that are not flagged strong-signal: a point agrees when
-    |mc_mean − theory| <= max(tol_se·mc_sem, tol_rel·|theory|).
+    r"""Theory against Monte Carlo on the ``point`` rows whose simulation is the theory's model:
+    a point agrees when |mc_mean − theory| <= max(tol_se·mc_sem, tol_rel·|theory|). Strong-signal
+    points are not checked against the asymptotic theory; those with a ``theory_finite_p`` are
+    checked against it instead (counted in ``strong_checked``/``strong_agree``).
 
-    Returns ``{"checked", "agree", "excluded_strong", "real_weights", "max_rel_gap", "worst"}``.
+    Returns ``{"checked", "agree", "excluded_strong", "strong_checked", "strong_agree",
+    "real_weights", "max_rel_gap", "worst"}`` (``max_rel_gap``/``worst``: over the asymptotic checks).
     """
-    checked = agree = strong = real = 0
+    checked = agree = strong = strong_checked = strong_agree = real = 0
     worst, max_gap = None, 0.0
+
+    def judge(th, m, se):
+        if not (th is not None and math.isfinite(th) and math.isfinite(m)):
+            return None
+        se = se if math.isfinite(se) else 0.0
+        return abs(m - th) <= max(tol_se * se, tol_rel * abs(th)), (abs(m - th) / abs(th) if th else math.inf)
+
     for r in rows:
         if r.get("kind") != "point":
             continue
@@ -337,20 +355,20 @@ def agreement(rows, tol_se: float = TOL_SE, tol_rel: float = TOL_REL) -> dict:
             continue
         if r.get("strong_signal"):
             strong += 1
+            verdict = judge(r.get("theory_finite_p"), r["mc_mean"], r["mc_sem"])
+            if verdict is not None:
+                strong_checked += 1
+                strong_agree += verdict[0]
             continue
-        th, m, se = r["theory"], r["mc_mean"], r["mc_sem"]
-        if not (math.isfinite(th) and math.isfinite(m)):
+        verdict = judge(r["theory"], r["mc_mean"], r["mc_sem"])
+        if verdict is None:
             continue
         checked += 1
-        se = se if math.isfinite(se) else 0.0
-        gap = abs(m - th)
-        ok = gap <= max(tol_se * se, tol_rel * abs(th))
-        agree += ok
-        rel = gap / abs(th) if th else math.inf
-        if rel > max_gap:
-            max_gap, worst = rel, r
-    return {"checked": checked, "agree": agree, "excluded_strong": strong, "real_weights": real,
-            "max_rel_gap": max_gap,
+        agree += verdict[0]
+        if verdict[1] > max_gap:
+            max_gap, worst = verdict[1], r
+    return {"checked": checked, "agree": agree, "excluded_strong": strong, "strong_checked": strong_checked,
+            "strong_agree": strong_agree, "real_weights": real, "max_rel_gap": max_gap,
             "worst": None if worst is None else {k: worst.get(k) for k in ("figure", "panel", "curve", "x_name", "x",
                                                                               "theory", "mc_mean", "mc_sem")}}
 
@@ -375,7 +393,7 @@ def save(fig, records: Records, out: Path, stem: str) -> list:
 COLORS = {"tanh": "tab:red", "relu": "tab:orange", "linear": "tab:blue", "cos": "tab:green",
           "he3": "tab:purple"}
 MARKERS = {"tanh": "o", "relu": "s", "linear": "D", "cos": "^", "he3": "v"}
-STRONG_NOTE = rf"shaded markers: strong signal $|t|>{STRONG_SIGNAL_T}$"
+STRONG_NOTE = rf"shaded markers: strong signal $|t|>{STRONG_SIGNAL_T}$, with the finite-p corrected theory ($\times$)"
 
 
 def _curve_grid(values, points, pad=0.25):
@@ -383,8 +401,9 @@ def _curve_grid(values, points, pad=0.25):
     return np.logspace(math.log10(v.min()) - pad, math.log10(v.max()) + pad, points)
 
 
-def _draw(ax, xs, th, px, mc, color, marker, logx, strong=None, linestyle="-"):
-    """Theory line and MC points (list of (mean, se)); points with ``strong`` True get a shaded face.
+def _draw(ax, xs, th, px, mc, color, marker, logx, strong=None, linestyle="-", corrected=None):
+    """Theory line and MC points (list of (mean, se)); points with ``strong`` True get a shaded face,
+    and the finite-p corrected theory at them (``corrected``: values or None per point) a cross.
     Returns the legend handle (line, bars)."""
     from .plotting import plot_theory_vs_mc
 
@@ -395,6 +414,9 @@ def _draw(ax, xs, th, px, mc, color, marker, logx, strong=None, linestyle="-"):
     if strong is not None and np.any(strong):
         sel = np.asarray(strong, dtype=bool)
         ax.plot(np.asarray(px, float)[sel], mean[sel], ls="", marker=marker, ms=5, color=color, alpha=0.45)
+    if corrected is not None and any(v is not None for v in corrected):
+        pts = [(x, v) for x, v in zip(np.asarray(px, float), corrected) if v is not None]
+        ax.plot(*zip(*pts), ls="", marker="x", ms=6, mew=1.5, color=color)
     return (line, bars)
 
 
@@ -514,12 +536,15 @@ def make_mu0(s: Settings, runner: Runner, out: Path) -> FigureResult:
         mc = [mc_at(runner.result(runner.synthetic(f, 1.0, {"snr": m2} if m2 else None)), model, g0) for m2 in snrs]
         name = _label(act)
         rec.curve("c", name, "snr", grid, th, model=model, activation=act, c=1.0, gamma=g0, n=s.n)
-        strong = []
+        strong, cor = [], []
         for m2, t_, (m, se) in zip(snrs, thp, mc):
+            tt = strength(Geometry(snr=m2), p)
             row = rec.point("c", name, "snr", m2, t_, m, se, model=model, activation=act, n=s.n, p=p,
-                            draws=s.draws, t=strength(Geometry(snr=m2), p), c=1.0, gamma=g0, snr=float(m2))
+                            draws=s.draws, t=tt, c=1.0, gamma=g0, snr=float(m2),
+                            theory_finite_p=finite_p_theory(f, 1.0, g0, Geometry(snr=m2), s.n, tt, model=model))
             strong.append(bool(row["strong_signal"]))
-        _draw(ax, grid, th, snrs, mc, COLORS[act], MARKERS[act], False, strong=strong)
+            cor.append(row["theory_finite_p"])
+        _draw(ax, grid, th, snrs, mc, COLORS[act], MARKERS[act], False, strong=strong, corrected=cor)
     _finish_axes(ax, r"signal $\|\mu\|^2$ (with $W=I$)", rf"(c) $W=I$, $c=1$, $\gamma={g0:g}$")
     fig.suptitle(r"$\mu = 0$: attention $E_A$ (tanh, ReLU) vs linear regression $E_{LR}$" + "\n" + _mc_note(s)
                  + "; " + STRONG_NOTE, fontsize="small")
@@ -574,13 +599,16 @@ def make_aligned(s: Settings, runner: Runner, out: Path) -> FigureResult:
         name, lname = rf"$E_A$, $\gamma={g:g}$", rf"$E_{{LR}}$, $\gamma={g:g}$"
         rec.curve("a", name, "theta", tgrid, th, model="attention", gamma=float(g), n=s.n, **meta)
         rec.curve("a", lname, "theta", [0.0, tgrid[-1]], [lr, lr], model="linear", gamma=float(g), **meta)
+        cor = []
         for t, t_, (mm, se), (ml, sl) in zip(thetas, thp, mc, mcl):
-            rec.point("a", name, "theta", t, t_, mm, se, model="attention", n=s.n, p=p, draws=s.draws,
-                      t=strength(geo(t), p), gamma=float(g), theta=float(t), **meta)
+            tt = strength(geo(t), p)
+            cor.append(rec.point("a", name, "theta", t, t_, mm, se, model="attention", n=s.n, p=p, draws=s.draws,
+                      t=tt, gamma=float(g), theta=float(t),
+                      theory_finite_p=finite_p_theory("tanh", c, g, geo(t), s.n, tt), **meta)["theory_finite_p"])
             rec.point("a", lname, "theta", t, lr, ml, sl, model="linear", n=s.n, p=p, draws=s.draws,
                       gamma=float(g), theta=float(t), **meta)
-        entries.append((_draw(ax, tgrid, th, thetas, mc, col, "o", False, strong=[strong_t[float(t)] for t in thetas]),
-                        rf"$\gamma={g:g}$"))
+        entries.append((_draw(ax, tgrid, th, thetas, mc, col, "o", False, strong=[strong_t[float(t)] for t in thetas],
+                              corrected=cor), rf"$\gamma={g:g}$"))
         ax.plot(tgrid, np.full_like(tgrid, lr), ls="--", color=col, lw=1)
         ax.errorbar(thetas, [m for m, _ in mcl], yerr=[e for _, e in mcl], fmt="D", ms=3, color=col, alpha=0.6,
                     capsize=2)
@@ -606,10 +634,14 @@ def make_aligned(s: Settings, runner: Runner, out: Path) -> FigureResult:
         mc = [mc_at(res_of(t), "attention", g) for g in gam]
         name = rf"$E_A$, $\theta={t:g}$"
         rec.curve("b", name, "gamma", ggrid, th, model="attention", theta=float(t), n=s.n, **meta)
+        cor = []
         for g, t_, (m, se) in zip(gam, thp, mc):
-            rec.point("b", name, "gamma", g, t_, m, se, model="attention", n=s.n, p=p, draws=s.draws,
-                      t=strength(geo(t), p), gamma=float(g), theta=float(t), **meta)
-        entries.append((_draw(ax, ggrid, th, gam, mc, col, "o", True, strong=[strong_t[float(t)]] * len(gam)), name))
+            tt = strength(geo(t), p)
+            cor.append(rec.point("b", name, "gamma", g, t_, m, se, model="attention", n=s.n, p=p, draws=s.draws,
+                      t=tt, gamma=float(g), theta=float(t),
+                      theory_finite_p=finite_p_theory("tanh", c, g, geo(t), s.n, tt), **meta)["theory_finite_p"])
+        entries.append((_draw(ax, ggrid, th, gam, mc, col, "o", True, strong=[strong_t[float(t)]] * len(gam),
+                              corrected=cor), name))
     _finish_axes(ax, r"ridge $\gamma$", r"(b) $E_A$ over $\gamma$")
     _legend(ax, entries, loc="upper left")
 
@@ -650,7 +682,7 @@ def make_aligned(s: Settings, runner: Runner, out: Path) -> FigureResult:
     fig.suptitle(rf"Aligned weights $w_K=w_Q=\theta\mu/\|\mu\|$, tanh, $c={c:g}$, $\|\mu\|^2={m2:g}$: "
                  r"$E_A$ vs $E_{LR}$" + "\n" + _mc_note(s)
                  + rf"; shaded: strong signal $t=\|\mu\|^2(1+\theta^2)/\sqrt{{p}}>{STRONG_SIGNAL_T}$ "
-                 + rf"($\theta\geq{strong_from:g}$ at $p={p}$)", fontsize="small")
+                 + rf"($\theta\geq{strong_from:g}$ at $p={p}$), $\times$: finite-p corrected theory", fontsize="small")
     return FigureResult("aligned", rec, save(fig, rec, out, "fig_aligned"))
 
 
@@ -701,12 +733,15 @@ def make_a1zero(s: Settings, runner: Runner, out: Path) -> FigureResult:
         mc = [mc_at(runner.result(runner.synthetic(f, 1.0, {"snr": m2} if m2 else None, diagonal=diag)), model, g0)
               for m2 in snrs]
         rec.curve("b", name, "snr", sgrid, th, c=1.0, gamma=g0, n=s.n, **meta)
-        strong = []
+        strong, cor = [], []
         for m2, t_, (m, se) in zip(snrs, thp, mc):
-            row = rec.point("b", name, "snr", m2, t_, m, se, n=s.n, p=p, draws=s.draws,
-                            t=strength(Geometry(snr=m2), p), c=1.0, gamma=g0, snr=float(m2), **meta)
+            tt = strength(Geometry(snr=m2), p)
+            row = rec.point("b", name, "snr", m2, t_, m, se, n=s.n, p=p, draws=s.draws, t=tt, c=1.0, gamma=g0,
+                            snr=float(m2), theory_finite_p=finite_p_theory(f, 1.0, g0, Geometry(snr=m2), s.n, tt,
+                                                                           diag, model), **meta)
             strong.append(bool(row["strong_signal"]))
-        _draw(axes[1], sgrid, th, snrs, mc, COLORS[act], MARKERS[act], False, strong=strong)
+            cor.append(row["theory_finite_p"])
+        _draw(axes[1], sgrid, th, snrs, mc, COLORS[act], MARKERS[act], False, strong=strong, corrected=cor)
     _finish_axes(axes[0], r"$c = p/n$", rf"(a) $\mu=0$, $\gamma={g0:g}$")
     _log_ticks(axes[0], cs)
     _legend(axes[0], entries, loc="upper right")
@@ -785,9 +820,13 @@ def _run(s: Settings, names, out: Path, progress, say) -> dict:
             agr = agreement(res.records.rows)
             summary["figures"][res.name] = {"files": res.files, "agreement": agr, "note": res.note}
             say(f"  {res.name}: {', '.join(Path(f).name for f in res.files)}")
-            say(f"    theory vs MC: {agr['agree']}/{agr['checked']} points within max(3 se, 3%); "
-                f"{agr['excluded_strong']} strong-signal points (|t| > {STRONG_SIGNAL_T}) and "
-                f"{agr['real_weights']} real-weight points not checked; max |gap| {100 * agr['max_rel_gap']:.1f}%")
+            unchecked = agr["excluded_strong"] - agr["strong_checked"]
+            say(f"    theory vs MC: {agr['agree']}/{agr['checked']} points within max(3 se, 3%) "
+                f"(max |gap| {100 * agr['max_rel_gap']:.1f}%)"
+                + (f"; strong signal (|t| > {STRONG_SIGNAL_T}): {agr['strong_agree']}/{agr['strong_checked']} "
+                   f"within the finite-p corrected theory" if agr["strong_checked"] else "")
+                + (f"; {unchecked} strong-signal points not checked (no corrected theory)" if unchecked else "")
+                + (f"; {agr['real_weights']} real-weight points not checked" if agr["real_weights"] else ""))
             if res.note:
                 say("    " + res.note)
         summary["figures"].setdefault(nm, {}).setdefault("seconds", 0.0)

@@ -253,6 +253,13 @@ def test_signal_strength():
     np.testing.assert_allclose(t, [12 / math.sqrt(300), 12 / math.sqrt(600)])
 
 
+def test_latent_dimension_above_three_is_refused():
+    """Rank-2 weights in general position span k = 5 latent directions: refused with the allowed range."""
+    g = sa.Geometry.from_gram(np.diag([1.0, 1.0, 1.0, 1.0, 1.0]), rank=2)
+    with pytest.raises(ParameterError, match="latent dimension k <= 3"):
+        sa.memorization_error("tanh", 1.0, 0.1, geometry=g, n=1000, correction="finite-p")
+
+
 def test_bad_input():
     with pytest.raises(ParameterError, match="correction"):
         sa.memorization_error("tanh", 0.5, 0.1, n=100, correction="finite_p")

@@ -138,6 +138,21 @@ def test_summary_agreement_matches_csv(small_run):
             [r for r in read_csv(out / f"fig_{name}.csv") if r["kind"] == "point"])
 
 
+def test_strong_signal_points_carry_the_corrected_theory(small_run):
+    """Every strong-signal attention point of the synthetic figures has the finite-p corrected theory, which
+    lies below the asymptotic one there (MATH-FINITE-P.md: the asymptotic theory overestimates E_A)."""
+    out, summary = small_run
+    n_strong = 0
+    for name in SYNTHETIC:
+        for r in read_csv(out / f"fig_{name}.csv"):
+            if r["kind"] == "point" and r["strong_signal"] == "true" and r["mc_model"] == rp.THEORY_MODEL:
+                n_strong += 1
+                assert num(r["theory_finite_p"]) < num(r["theory"]), r
+        agr = summary["figures"][name]["agreement"]
+        assert agr["strong_checked"] == agr["excluded_strong"], (name, agr)
+    assert n_strong > 0
+
+
 @pytest.mark.skipif(not HAVE_REAL, reason="needs the [real] extra")
 def test_real_weights_rows(small_run):
     out, _ = small_run
@@ -167,12 +182,15 @@ def test_agreement_counts_and_exclusions():
     rows = [_row(0.5, 0.505, 0.01),                      # 1% off: agrees
             _row(0.5, 0.56, 0.01),                       # 12% and 6 se: disagrees
             _row(0.5, 0.56, 0.03),                       # 12% but 2 se: agrees
-            _row(0.5, 0.9, 0.01, strong_signal=True),    # excluded (strong signal)
+            _row(0.5, 0.9, 0.01, strong_signal=True),    # excluded (strong signal, no corrected theory)
+            _row(0.5, 0.40, 0.01, strong_signal=True, theory_finite_p=0.41),  # strong: agrees with corrected
+            _row(0.5, 0.30, 0.01, strong_signal=True, theory_finite_p=0.41),  # strong: 27% off corrected
             _row(0.5, 0.9, 0.01, mc_model=rp.REAL_WEIGHTS),  # excluded (real weights)
             dict(kind="curve", theory=0.3)]
     agr = rp.agreement(rows)
-    assert (agr["checked"], agr["agree"], agr["excluded_strong"], agr["real_weights"]) == (3, 2, 1, 1)
-    assert agr["max_rel_gap"] == pytest.approx(0.12)
+    assert (agr["checked"], agr["agree"], agr["excluded_strong"], agr["real_weights"]) == (3, 2, 3, 1)
+    assert (agr["strong_checked"], agr["strong_agree"]) == (2, 1)
+    assert agr["max_rel_gap"] == pytest.approx(0.12)  # over the asymptotic checks only
 
 
 # ----------------------------------------------------------------------------- CLI
