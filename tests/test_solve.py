@@ -245,6 +245,19 @@ def test_a1_zero_with_diagonal_does_depend_on_signal():
     assert with_signal < 0.95 * base
 
 
+@pytest.mark.parametrize("f,diagonal,c", [("he3", "zero", 2.0), ("cos", "f", 10.0), ("cos", "f", 1.0)])
+def test_a1_zero_d_zero_tiny_gamma_converges_with_sqrt_gamma_law(f, diagonal, c):
+    """a1 = d = 0 at γ = 1e-6, 1e-8 (where Newton's basin is tiny and the damped fixed point hit its cap): the
+    reduced one-dimensional bulk equation solves it, and E follows the √γ law of c > 1 (verification: the
+    γ → 0 series), E(1e-8)/E(1e-6) = 1/10; at c = 1 the hard edge gives a slower decay."""
+    E = np.asarray(sa.memorization_error(f, c, [1e-6, 1e-8], geometry=sa.Geometry(snr=1), diagonal=diagonal))
+    assert np.all(E > 0)
+    if c > 1:
+        assert E[1] / E[0] == pytest.approx(0.1, rel=1e-3)
+    else:
+        assert 0.1 < E[1] / E[0] < 1
+
+
 @pytest.mark.parametrize("f", ["tanh", "relu", "erf"])
 def test_w_perpendicular_to_mu_gives_mu_only(f):
     """w_K, w_Q ⟂ μ decouple exactly: the result equals the μ-only one (1e-12)."""

@@ -1,8 +1,9 @@
 r"""Solvers for the deterministic-equivalent systems, written once against an arithmetic context.
 
 Bulk fixed point (MATH §5): e = I(e), I_i(e) = ∫ g_i(λ; e) dμ_S, solved by Newton with the
-SymPy-derived Jacobian J = I − ∫ ∂g/∂e dμ_S (vectorised over points, with backtracking), and a
-damped fixed point e ← ½ e + ½ I(e) as fallback. The quadrature node count is doubled until the
+SymPy-derived Jacobian J = I − ∫ ∂g/∂e dμ_S (vectorised over points, with backtracking); where
+Newton fails, a1 = d = 0 points are solved by the reduced monotone equation in s²e1 (bisection, then a
+Newton polish), and the rest by the damped fixed point e ← ½ e + ½ I(e). The quadrature node count is doubled until the
 fixed-point residual evaluated on twice the nodes is below the context's tolerance.
 
 Implicit differentiation: de/dγ = J^{-1} ∫ ∂g/∂γ dμ_S, then Ṫ = ∫ ∂T/∂γ + (∫ ∂T/∂e) ė, and for
@@ -170,6 +171,33 @@ def _fixed_point(ctx, lam, w, e, params, tol):
     return e, res, it
 
 
+def _reduced_a1_d_zero(ctx, lam, w, params, max_iter=400):
+    r"""The bulk at a1 = d = 0 (cos, he3 with the diagonal zeroed, ...): there β = −s²e3, so e3 = 0,
+    Δ = (γ + s²e2)(1 + s²e1λ), and the system reduces to e1 = 1/(γ + s²e2), e2 = ∫λ/(1 + s²e1λ) dμ_S,
+    i.e. to one equation in u = s²e1,
+
+      h(u) = u (γ + s² m(u)) − s² = 0,   m(u) = ∫ λ/(1 + uλ) dμ_S,
+
+    with h increasing (u·m(u) = ∫uλ/(1+uλ) increases), h(0) = −s² < 0 < h(s²/γ). Bisection on
+    [0, s²/γ] is sure in any arithmetic; it replaces Newton where its basin is tiny (small γ, where
+    e2 ~ √γ and e1 ~ 1/(s²√γ)). Returns e (B, 3)."""
+    _, gamma, _, s2, _ = params
+    lo, hi = 0 * gamma, s2 / gamma
+    rel = float(ctx.tol) * 1e-3
+    for _ in range(max_iter):
+        mid = (lo + hi) / 2
+        h = mid * (gamma + s2 * integrate_many([lam / (1 + mid * lam)], w)) - s2
+        neg = ctx.to_float(h) < 0
+        lo, hi = np.where(neg, mid, lo), np.where(neg, hi, mid)
+        if np.all(ctx.to_float(hi - lo) <= rel * ctx.to_float(hi)):
+            break
+    u = (lo + hi) / 2
+    e = ctx.convert(np.zeros((gamma.shape[0], 3)))
+    e[:, 0:1] = u / s2
+    e[:, 1:2] = integrate_many([lam / (1 + u * lam)], w)
+    return e
+
+
 def _initial_guess(ctx, gamma):
     e = ctx.convert(np.zeros((gamma.shape[0], 3)))
     e[:, 0] = 1 / gamma.reshape(-1)
@@ -202,6 +230,16 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         e_sub, res, conv, it = _newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
         total_it += it
         bad = np.nonzero(~conv | ~_admissible(ctx, lam, w, e_sub, sub))[0]
+        tiny = float(ctx.tol) * 1e-3  # a1, d this small (quadrature zeros) change e by less than the tolerance
+        exact = bad[(np.abs(ctx.to_float(sub[2][bad, 0])) <= tiny) & (np.abs(ctx.to_float(sub[4][bad, 0])) <= tiny)]
+        if exact.size:  # a1 = d = 0: the reduced one-dimensional equation, then a Newton polish
+            sb = tuple(p[exact] for p in sub)
+            e_r, r_r, conv_r, it_r = _newton(ctx, lam[exact], w[exact], _reduced_a1_d_zero(ctx, lam[exact], w[exact], sb),
+                                             sb, ctx.tol)
+            total_it += it_r
+            conv_r &= _admissible(ctx, lam[exact], w[exact], e_r, sb)
+            e_sub[exact[conv_r]], res[exact[conv_r]] = e_r[conv_r], r_r[conv_r]
+            bad = np.setdiff1d(bad, exact[conv_r])
         if bad.size:  # fallback: the damped fixed point of MATH §5 (slow but sure)
             sb = tuple(p[bad] for p in sub)
             e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
