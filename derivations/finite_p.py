@@ -156,23 +156,29 @@ Its blocks are the latent-conditional versions of the nine traces of MATH.md §6
     st.check(f"G = 1/(z − R_S(G)) is the Marchenko–Pastur Cauchy transform of S = ZᵀZ/p (c = 0.5, 1, 3; "
              f"max rel. diff {worst:.1e})", worst < 1e-9)
     # constant slope: the six traces
-    from symattn.backends import solver
-    from symattn.finite_p import solve_pencil
-
-    ctx = context("numpy")
-    c, g, a1, s2, d = 0.7, 0.1, 0.6, 0.15, 0.02
-    with ctx:
-        sol = solver.solve_bulk(ctx, np.array([c]), np.array([g]), a1, s2, d)
-        T, _ = solver.traces(ctx, sol, solver.bulk_derivative(ctx, sol))
-    one = np.ones((1, 1))
-    Gm = solve_pencil(c, g, d, np.array([1.0]), (np.array([a1]), one, one), np.full((1, 1), s2)).G[0].real
-    mine = [Gm[0, 0], -Gm[0, 2] / math.sqrt(c), Gm[2, 2] / c, Gm[0, 1] / math.sqrt(c), (1 - Gm[2, 1]) / c,
-            (Gm[1, 1] + 1) / c]
-    ref = [T[0][0], T[0][2], T[0][5], T[0][3], T[0][6], T[0][7]]
+    mine, ref = constant_slope_traces()
     err = max(abs(a - b) / abs(b) for a, b in zip(mine, ref))
     st.check(f"constant slope and noise: the Dyson equation gives T_Q⁽⁰⁾, T_QK⁽⁰'¹⁾, T_KQK⁽⁰'¹'²⁾ of the MATH.md §5–6 "
              f"bulk solver (max rel. diff {err:.1e})", err < 1e-9)
     return st
+
+
+def constant_slope_traces(c=0.7, g=0.1, a1=0.6, s2=0.15, d=0.02):
+    """With 𝔻 ≡ a1, Σ² ≡ s² (one latent node): the six traces from the pencil's Dyson equation and the
+    same traces (T_Q⁽⁰⁾, T_QK⁽⁰⁾, T_KQK⁽⁰⁾, T_QK⁽¹⁾, T_KQK⁽¹⁾, T_KQK⁽²⁾) from the MATH.md §5–6 bulk solver."""
+    from symattn.backends import solver
+    from symattn.backends.context import context
+    from symattn.finite_p import solve_pencil
+
+    ctx = context("numpy")
+    with ctx:
+        sol = solver.solve_bulk(ctx, np.array([c]), np.array([g]), a1, s2, d)
+        T, _ = solver.traces(ctx, sol, solver.bulk_derivative(ctx, sol))
+    one = np.ones((1, 1))
+    G = solve_pencil(c, g, d, np.array([1.0]), (np.array([a1]), one, one), np.full((1, 1), s2)).G[0].real
+    pencil = [G[0, 0], -G[0, 2] / math.sqrt(c), G[2, 2] / c, G[0, 1] / math.sqrt(c), (1 - G[2, 1]) / c,
+              (G[1, 1] + 1) / c]
+    return pencil, [T[0][0], T[0][2], T[0][5], T[0][3], T[0][6], T[0][7]]
 
 
 def step_woodbury() -> Step:

@@ -124,20 +124,10 @@ def test_free_poisson_r_transform_gives_marchenko_pastur():
 
 def test_constant_slope_pencil_reproduces_the_bulk_traces():
     """With 𝔻 ≡ a1, Σ² ≡ s² (one latent node) the Dyson equation gives the six traces of MATH.md §6."""
-    from symattn.backends import solver
-    from symattn.backends.context import context
+    from derivations.finite_p import constant_slope_traces
 
-    ctx = context("numpy")
-    c, g, a1, s2, d = 0.7, 0.1, 0.6, 0.15, 0.02
-    with ctx:
-        sol = solver.solve_bulk(ctx, np.array([c]), np.array([g]), a1, s2, d)
-        T, _ = solver.traces(ctx, sol, solver.bulk_derivative(ctx, sol))
-    one = np.ones((1, 1))
-    G = fp.solve_pencil(c, g, d, np.array([1.0]), (np.array([a1]), one, one), np.full((1, 1), s2)).G[0].real
-    TQ0, TQ1, TQK0, TQK1, TQK2, TKQK0, TKQK1, TKQK2, TKQK3 = T[0]
-    np.testing.assert_allclose(
-        [G[0, 0], -G[0, 2] / math.sqrt(c), G[2, 2] / c, G[0, 1] / math.sqrt(c), (1 - G[2, 1]) / c, (G[1, 1] + 1) / c],
-        [TQ0, TQK0, TKQK0, TQK1, TKQK1, TKQK2], rtol=1e-9)
+    pencil, bulk = constant_slope_traces()
+    np.testing.assert_allclose(pencil, bulk, rtol=1e-9)
 
 
 # ----------------------------------------------------------------------------- reductions
