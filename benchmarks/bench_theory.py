@@ -4,7 +4,7 @@ Prints:
 - E_LR throughput (closed form, vectorised over c, γ, snr);
 - E_A throughput, vectorised over a (c, γ) grid, for an aligned geometry;
 - the same for a "straightforward" solver: a damped fixed point on 4000 midpoint nodes with a
-  central finite difference for F' (MATH §5/§6 as first implemented), on a few points;
+  central finite difference for F' (docs/theory.md §5/§6 as first implemented), on a few points;
 - the cost ratio of one theory point to one Monte Carlo draw at n = 2000.
 
 Run:  python benchmarks/bench_theory.py [--points 1000] [--skip-mc]

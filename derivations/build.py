@@ -4,7 +4,7 @@ r"""Build the linear, bulk and attention systems step by step in SymPy and write
 (exit 1 when the file is out of date or a derived object differs from :mod:`symattn.systems`).
 
 Every step derives an object from the linearised model with SymPy -- not by copying the
-formulas of MATH.md -- and compares it with the object the package solves:
+formulas of docs/theory.md -- and compares it with the object the package solves:
 
 1. Hermite linearisation: Stein's identity E f'(ξ) = E ξf(ξ) = a1, the split
    f = a0 + a1 ξ + r with E r = E ξ r = 0 and E r² = ν − a1² = s², Parseval ν = Σ a_k², and the
@@ -88,7 +88,7 @@ def _gauss_E(poly, x) -> sp.Expr:
 def step_hermite() -> Step:
     import symattn as sa
 
-    st = Step("Hermite linearisation of the kernel (MATH §4)", (
+    st = Step("Hermite linearisation of the kernel (docs/theory.md §4)", (
         "Off the diagonal the kernel argument is ξ_ij + ε_ij with ξ_ij = z_iᵀz_j/√p ~ N(0,1) and "
         "ε_ij = (x_iᵀWx_j − z_iᵀz_j)/√p = O(p^{-1/2}). Taylor's formula gives f(ξ + ε) = f(ξ) + f'(ξ)ε + O(ε²), "
         "and the slope averages to E f'(ξ) = a1 (Stein's identity). The part of f orthogonal to 1 and ξ, "
@@ -174,7 +174,7 @@ def _read_off(D, vectors, y, Z, inner):
 def step_lambda() -> tuple[Step, sp.Matrix]:
     from symattn.systems import attention_system
 
-    st = Step("The low-rank part Λ (MATH §6)", (
+    st = Step("The low-rank part Λ (docs/theory.md §6)", (
         "With X = μyᵀ + Z and W = I_p + w_K w_Qᵀ, the difference XᵀWX − ZᵀZ is expanded with matrix "
         "symbols and every term is read off as E_i Λ_ij E_jᵀ with E = [y, Zᵀμ, Zᵀw_K, Zᵀw_Q] "
         "(left factor y or Zᵀv, right factor yᵀ or vᵀZ, scalar products in between)."))
@@ -201,7 +201,7 @@ def step_coupling(L) -> tuple[Step, sp.Matrix]:
     from symattn.systems import attention_system
     from symattn.systems.symbols import a1, c
 
-    st = Step("The coupling matrix C from the scaling of each product (MATH §6)", (
+    st = Step("The coupling matrix C from the scaling of each product (docs/theory.md §6)", (
         "With K = K0 + L, L = (a1/p) E Λ Eᵀ: Δ = XK − ZK0 = μ(K0y)ᵀ + ZL + μyᵀL (K0 symmetric). The O(1) "
         "bases are b0 = ŷ = y/√n, b1 = K0ŷ, b_{j+1} = Zᵀv_j/√p (n-space) and a0 = μ, a1 = Zŷ/√p, "
         "a_{i+1} = ZZᵀv_i/p (p-space), v = (μ, w_K, w_Q). The exact scale factors are E_0 = √n b0, "
@@ -304,7 +304,7 @@ def derive_gamma(rank: int = 1):
     from symattn.systems.attention import TRACE_SYMBOLS, TRACES
     from symattn.systems.symbols import c
 
-    from verification.symbolic import mp_moment
+    from symattn.verification.symbolic import mp_moment
 
     n = sp.Symbol("n", positive=True)
     p = c * n
@@ -336,7 +336,7 @@ def derive_gamma(rank: int = 1):
 def step_gamma() -> Step:
     from symattn.systems import attention_system
 
-    st = Step("The Gram matrix Γ = UᵀH0^{-1}U from the trace limits (MATH §6)", (
+    st = Step("The Gram matrix Γ = UᵀH0^{-1}U from the trace limits (docs/theory.md §6)", (
         "H0^{-1} has the blocks Q0, Q0K0Zᵀ/√n, ZK0Q0/√n and −I + ZK0Q0K0Zᵀ/n. Each entry of Γ is a word "
         "between two basis vectors. The rules: ZᵀZ = pS; ŷᵀBŷ → (1/n)tr B (y independent of Z, N); "
         "vᵀZBZᵀv' → (vᵀv')(1/p)tr(ZBZᵀ) (rotation invariance Z → OZ); mixed ŷ/v words → 0. The "
@@ -356,7 +356,7 @@ def step_woodbury(C) -> Step:
 
     from symattn.systems import attention_system, woodbury_output
 
-    st = Step("Woodbury on the linear pencil (MATH §6)", (
+    st = Step("Woodbury on the linear pencil (docs/theory.md §6)", (
         "With H = [[γI_n, Φᵀ/√n], [Φ/√n, −I_p]], ŷᵀQŷ = [ŷ;0]ᵀH^{-1}[ŷ;0]. Φ = Φ0 + Δ makes "
         "H = H0 + [[0, Δᵀ],[Δ, 0]]/√n, and Δ/√n = A C Bᵀ (A = [a_i], B = [b_j]) gives the perturbation "
         "UĈUᵀ with U = diag(B, A) and Ĉ = [[0, Cᵀ],[C, 0]]. Woodbury with u0 = first column of U:"))
@@ -399,7 +399,7 @@ def step_bulk() -> Step:
     from symattn.systems.bulk import RESOLVENT_KERNELS, expand_intermediates
     from symattn.systems.symbols import a1, c, d, e1, e2, e3, gamma, lam, s2
 
-    st = Step("The bulk system from the matrix Dyson equation (MATH §5)", (
+    st = Step("The bulk system from the matrix Dyson equation (docs/theory.md §5)", (
         "For μ = 0, w = 0: ΦᵀΦ/n = c K0 S K0 with K0 = A(S) + tG, A(λ) = a1(λ−1) + d, G = N/√n "
         "(semicircle), t² = s²/c. The pencil H = [[γ, √c(A + tG)S^{1/2}], [√c S^{1/2}(A + tG), −1]] has "
         "Q0 as its (1,1) block. Conditioning on S (eigenvalues λ) and averaging the Gaussian G with "
@@ -455,7 +455,7 @@ def step_linear() -> Step:
     from symattn.systems.linear import m_companion, m_tilde
     from symattn.systems.symbols import c, gamma, m2
 
-    st = Step("The linear-regression system (MATH §3)", (
+    st = Step("The linear-regression system (docs/theory.md §3)", (
         "XᵀX − ZᵀZ is read off as U C Uᵀ with U = [y, Zᵀμ] (same expansion as step 2 with W = I). "
         "Marchenko–Pastur's self-consistent equation for m̃ = lim (1/p)tr(ZZᵀ/n + γ)^{-1} is "
         "m̃ = 1/(γ + 1/(1 + c m̃)); the companion m = lim (1/n)tr(ZᵀZ/n + γ)^{-1} follows from "
@@ -498,7 +498,39 @@ def build() -> list[Step]:
     steps.append(step_woodbury(C))
     steps.append(step_bulk())
     steps.append(step_linear())
+    steps.append(step_controls())
     return steps
+
+
+def step_controls() -> Step:
+    """The comparisons above can fail: deliberately wrong inputs must not match the package."""
+    from symattn.systems import attention_system
+    from symattn.systems.attention import TRACES, TRACE_SYMBOLS
+
+    st = Step("Controls: the comparisons can fail",
+              "Each comparison of this file is an equality test that a wrong derivation fails. Two controls: "
+              "a different weight matrix W = I + 2 w_K w_Qᵀ gives a Λ that differs from the system's, and the "
+              "trace-word rules map rotated and transposed words onto the nine traces and refuse an unknown word.")
+    n, p, mu, y, Z, wK, wQ = _matrix_symbols()
+    X = mu * y.T + Z
+    D = (X.T * (sp.Identity(p) + 2 * wK * wQ.T) * X - Z.T * Z).expand()
+    G = attention_system(1).gram
+    pos = {mu: 0, wK: 1, wQ: 2}
+    L = _read_off(D, [mu, wK, wQ], y, Z, lambda u, v: G[pos[u], pos[v]])
+    st.check("Λ of W = I + 2 w_K w_Qᵀ differs from the system's Λ (of W = I + w_K w_Qᵀ)",
+             not _matrix_equal(L, attention_system(1).Lambda))
+    T = {(kind, j): sym for (name, kind, j), sym in zip(TRACES, TRACE_SYMBOLS)}
+    st.check("(1/n) tr(K Q S) is T_QK^(1) (transpose and rotation)",
+             _canonical_trace(["K", "Q", "S"], T, lambda k: None) == T[("QK", 1)])
+    st.check("(1/n) tr(S K Q K S) is T_KQK^(2)",
+             _canonical_trace(["S", "K", "Q", "K", "S"], T, lambda k: None) == T[("KQK", 2)])
+    try:
+        _canonical_trace(["Q", "Q"], T, lambda k: None)
+        refused = False
+    except ValueError:
+        refused = True
+    st.check("an unknown trace word (Q Q) is refused", refused)
+    return st
 
 
 HEADER = """# Derivation of the systems (generated)
@@ -506,9 +538,9 @@ HEADER = """# Derivation of the systems (generated)
 This file is generated by `python -m derivations.build` from the linearised model; do not edit it
 by hand. Each step derives an object with SymPy and compares it with the object that
 `symattn.systems` solves (the checks listed under each step). `tests/test_derivations.py`
-re-runs the builder and fails when a comparison fails or this file is out of date.
+re-runs the builder (`python -m derivations.build --check`) and fails when a comparison fails or this file is out of date.
 
-Notation as in MATH.md: X = μyᵀ + Z (p×n), p = cn, ŷ = y/√n, W = I + w_K w_Qᵀ, S = ZᵀZ/p,
+Notation as in docs/theory.md §1: X = μyᵀ + Z (p×n), p = cn, ŷ = y/√n, W = I + w_K w_Qᵀ, S = ZᵀZ/p,
 𝔊 the Gram matrix of (μ, w_K, w_Q) (symbols G_kl), a1, s² = ν − a1², d the kernel constants.
 """
 

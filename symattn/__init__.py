@@ -1,13 +1,16 @@
 """symattn: the random-matrix theory of nonlinear attention, executable.
 
-Layers (each imports only from the ones before it):
+Layers, bottom to top; each imports only the layers below it (docs/architecture.md, enforced by
+import-linter in tests/test_architecture.py):
 
-1. ``activations``  -- activations and their Hermite expansions
-2. ``model``        -- parameters, geometry and the linearised kernel
-3. ``systems``      -- the deterministic-equivalent systems as SymPy objects
-4. ``backends``     -- numeric evaluation (numpy, mpmath, generated code)
-5. ``montecarlo``   -- exact finite-n simulation
-6. ``verification``, ``cli``, ``plotting`` -- built on the above
+0. ``errors``, ``validation``, ``timeouts``, ``gauss`` -- exceptions, checks, time limits, quadrature rules
+1. ``activations`` -- activations and their Hermite expansions
+2. ``model``       -- parameters, geometry, the linearised kernel's constants
+3. ``systems``     -- the deterministic-equivalent systems as SymPy objects
+4. ``backends``    -- arithmetic contexts, quadrature, compiled kernels, solvers, finite-p numerics
+5. ``theory``, ``montecarlo``, ``realweights`` -- the deterministic equivalents, exact simulation, weights
+6. ``codegen``, ``figures``, ``verification`` -- generated solvers, the paper's figures, the checks
+7. ``cli``         -- the command line (the only place that parses arguments)
 
 Public names are imported lazily so that ``import symattn`` stays fast.
 """
@@ -29,8 +32,11 @@ _PUBLIC = {
     "ParameterError": "errors",
     "ActivationError": "errors",
     "ConvergenceError": "errors",
-    "memorization_error": "solve",
-    "bulk_trace": "solve",
+    "memorization_error": "theory",
+    "solve": "theory",
+    "TheoryResult": "theory",
+    "signal_strength": "model",
+    "bulk_trace": "theory",
     "simulate": "montecarlo",
     "SimulationResult": "montecarlo",
     "linear_system": "systems",

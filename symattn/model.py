@@ -1,6 +1,6 @@
 r"""The linearised attention model: parameters, their validation, and the kernel constants.
 
-This is the second layer of symattn (MATH.md §1, §4). It knows the parameters of the
+This is the second layer of symattn (docs/theory.md §1, §4). It knows the parameters of the
 model -- c = p/n, the ridge γ, the geometry of (μ, w_K, w_Q), the diagonal mode -- and
 turns an :class:`~symattn.activations.Activation` into the three constants of the
 linearised kernel
@@ -28,6 +28,11 @@ __all__ = [
 ]
 
 DIAGONAL_MODES = ("f", "zero")
+#: the models whose training error is computed: ridge on the attention features Φ = X K_X, or on X
+MODELS = ("attention", "linear")
+#: above this |t| (:func:`signal_strength`) the asymptotic attention theory is biased by more than a
+#: few per cent at finite p, and the finite-p corrected theory should be used (docs/theory.md §10.1)
+STRONG_SIGNAL_T = 0.15
 
 
 # ----------------------------------------------------------------------------- validation
@@ -54,7 +59,7 @@ def dimension(n: int, c: float) -> int:
 
 # ----------------------------------------------------------------------------- geometry
 class Geometry:
-    r"""Gram matrix 𝔊 of the vectors (μ, w_K^{(1..r)}, w_Q^{(1..r)}), MATH.md §1 and preface.
+    r"""Gram matrix 𝔊 of the vectors (μ, w_K^{(1..r)}, w_Q^{(1..r)}), docs/theory.md §1 and preface.
 
     The model only sees these inner products. For rank one (the paper's setting)::
 
@@ -136,7 +141,7 @@ class Geometry:
     # -- derived quantities
     @property
     def snr(self) -> float:
-        """‖μ‖² (written m2 in MATH.md)."""
+        """‖μ‖² (written m2 in docs/theory.md)."""
         return float(self.gram[0, 0])
 
     @property
@@ -155,7 +160,7 @@ class Geometry:
         return self.snr + float(np.dot(self.kappa_K, self.kappa_Q))
 
     def strength(self, p) -> float:
-        """t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p: the finite-p signal strength (MATH-FINITE-P.md)."""
+        """t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p: the finite-p signal strength (docs/theory.md §10.1)."""
         return self.signal_weight / np.sqrt(p)
 
     @property
@@ -199,6 +204,38 @@ class Geometry:
         return isinstance(other, Geometry) and self.rank == other.rank and np.array_equal(self.gram, other.gram)
 
 
+def signal_strength(geometry, n: int, c) -> np.ndarray:
+    r"""The finite-p signal strength t = (‖μ‖² + Σ_k μᵀw_K^{(k)} μᵀw_Q^{(k)})/√p, p = round(c n).
+
+    It is the scale of the signal part of the kernel argument; the asymptotic theory needs
+    |t| small, and |t| > :data:`STRONG_SIGNAL_T` calls for the finite-p correction (docs/theory.md §10.1).
+
+    Parameters
+    ----------
+    geometry : Geometry or dict or None
+        The Gram matrix of (μ, w_K, w_Q).
+    n : int
+        Token count (>= 2).
+    c : float or array_like
+        p/n, one or several values.
+
+    Returns
+    -------
+    numpy.ndarray
+        t for each c (0-d for scalar c).
+
+    Examples
+    --------
+    >>> float(signal_strength(Geometry.aligned(snr=1.0), n=1000, c=1.0))   # (1 + 1)/√1000
+    0.06324555320336758
+    """
+    geom = as_geometry(geometry)
+    n = check_int("n", n, 2)
+    cs = np.atleast_1d(check_c(c))
+    ts = np.array([geom.strength(dimension(n, ci)) for ci in cs.ravel()]).reshape(cs.shape)
+    return ts if np.ndim(c) else ts.reshape(())
+
+
 def as_geometry(geometry) -> Geometry:
     """Accept None (μ = w = 0), a Geometry, or a dict of Geometry keywords."""
     if geometry is None:
@@ -213,7 +250,7 @@ def as_geometry(geometry) -> Geometry:
 # ----------------------------------------------------------------------------- linearised kernel
 @dataclass(frozen=True)
 class KernelConstants:
-    r"""Constants of the linearised kernel K_lin = a1(XᵀWX/p − I) + s N/√p + d I (MATH.md §4).
+    r"""Constants of the linearised kernel K_lin = a1(XᵀWX/p − I) + s N/√p + d I (docs/theory.md §4).
 
     ``d`` may be an array (one value per c when the finite-p diagonal d_n is used).
     With ``dps`` set, ``a1``, ``s2``, ``d`` are mpmath numbers at that precision.
@@ -233,7 +270,7 @@ def kernel_constants(f, diagonal: str = "f", n: int | None = None, c=None, snr: 
     r"""The constants (a1, s² = ν − a1², d) that the deterministic equivalents need.
 
     - ``diagonal='f'``: d = d∞ = lim f(√p)/√p, or, when ``n`` is given, the finite-p value
-      d_n = E f(‖x‖²/√p)/√p with ‖x‖² ~ χ²_p(‖μ‖²) and p = round(c·n) (MATH.md §1).
+      d_n = E f(‖x‖²/√p)/√p with ‖x‖² ~ χ²_p(‖μ‖²) and p = round(c·n) (docs/theory.md §1).
     - ``diagonal='zero'``: d = 0.
 
     A superlinear f (d = ∞, e.g. He3 or exp) with ``diagonal='f'`` raises ParameterError.

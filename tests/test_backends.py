@@ -81,7 +81,7 @@ def test_context_rejects_unknown_backend_and_low_dps():
 
 
 def _lr_reference_mpmath(c, g, m2):
-    """E_LR written out by hand in mpmath (MATH §3) with mpmath.diff for F'."""
+    """E_LR written out by hand in mpmath (docs/theory.md §3) with mpmath.diff for F'."""
     def F(gam):
         b = 1 - c + gam
         mt = (-b + mpmath.sqrt(b * b + 4 * c * gam)) / (2 * c * gam)
@@ -116,3 +116,67 @@ def test_proposition1_rejects_non_polynomial():
         sa.bulk_trace("tanh", c=1, gamma=1, phi="exp(lam)")
     with pytest.raises(ParameterError, match="kind"):
         sa.bulk_trace("tanh", c=1, gamma=1, kind="QQ")
+
+
+# ----------------------------------------------------------------------------- the contexts: one surface
+def _public(cls):
+    return {n for n in dir(cls) if not n.startswith("_")}
+
+
+def test_contexts_have_one_surface():
+    """Every operation and attribute of one context exists in the other; MPContext overrides every
+    numpy-only operation, and FloatContext uses numpy only (its source is copied into standalone solvers)."""
+    import inspect
+
+    assert _public(FloatContext()) == _public(MPContext(20))
+    generic = {"to_float", "isfinite"}  # written for float and object arrays alike
+    methods = {n for n in _public(FloatContext) if callable(getattr(FloatContext, n))}
+    assert {"solve", "inv", "svd", "sqrt", "exp", "real", "imag", "complex", "zeros", "max_abs"} <= methods
+    missing = sorted(n for n in methods - generic if n not in MPContext.__dict__)
+    assert not missing, missing
+    assert "mpmath" not in inspect.getsource(FloatContext)
+
+
+def _mp_complex(ctx, z):
+    return ctx.convert(np.real(z)) + ctx.convert(np.imag(z)) * mpmath.mpc(0, 1)
+
+
+def _as_complex(a):
+    return np.vectorize(complex, otypes=[complex])(a)
+
+
+def test_contexts_agree_on_every_operation():
+    rng = np.random.default_rng(3)
+    fl = FloatContext()
+    x = rng.uniform(0.1, 2.0, size=(2, 3))
+    A = rng.normal(size=(2, 3, 3)) + 1j * rng.normal(size=(2, 3, 3)) + 3 * np.eye(3)
+    b = rng.normal(size=(2, 3)) + 1j * rng.normal(size=(2, 3))
+    K = rng.normal(size=(4, 4))
+    with MPContext(30) as mp_:
+        xm, Am, bm = mp_.convert(x), _mp_complex(mp_, A), _mp_complex(mp_, b)
+        for op in ("sqrt", "exp", "cos", "sin"):
+            np.testing.assert_allclose(mp_.to_float(getattr(mp_, op)(xm)), getattr(fl, op)(x), rtol=1e-14)
+        np.testing.assert_allclose(mp_.to_float(mp_.real(Am)), fl.real(A), rtol=1e-15)
+        np.testing.assert_allclose(mp_.to_float(mp_.imag(Am)), fl.imag(A), rtol=1e-15)
+        assert complex(mp_.complex(mp_.convert(0.5), mp_.convert(2.0))) == fl.complex(0.5, 2.0) == 0.5 + 2j
+        zf, zm = fl.zeros((2, 3), complex=True), mp_.zeros((2, 3), complex=True)
+        assert zf.shape == zm.shape and zf.dtype == np.complex128 and all(isinstance(v, mpmath.mpf) for v in zm.flat)
+        assert mp_.max_abs(Am) == pytest.approx(fl.max_abs(A), rel=1e-15) and fl.max_abs(np.zeros(0)) == 0.0
+        assert isinstance(mp_.max_abs(Am), float) and isinstance(fl.max_abs(A), float)
+        np.testing.assert_allclose(_as_complex(mp_.inv(Am)), fl.inv(A), rtol=1e-13)
+        np.testing.assert_allclose(_as_complex(mp_.solve(Am, bm)), fl.solve(A, b), rtol=1e-13)
+        Uf, sf, Vf = fl.svd(K)
+        Um, sm, Vm = mp_.svd(mp_.convert(K))
+        np.testing.assert_allclose(mp_.to_float(sm), sf, rtol=1e-13)
+        for U, s, V in ((Uf, sf, Vf), (mp_.to_float(Um), mp_.to_float(sm), mp_.to_float(Vm))):
+            np.testing.assert_allclose((U * s) @ V, K, atol=1e-13)
+        assert mp_.isfinite(xm).all() and fl.isfinite(x).all()
+
+
+def test_mp_context_inverse_and_step_at_working_precision():
+    with MPContext(40) as ctx:
+        A = ctx.convert(np.array([[4.0, 1.0], [2.0, 3.0]]))
+        inv = ctx.inv(A)
+        assert all(abs(v - w) < mpmath.mpf(10) ** -38 for v, w in zip((A @ inv).flat, [1, 0, 0, 1]))
+        assert ctx.step == mpmath.mpf(10) ** -45 and ctx.step.context.prec == mpmath.mp.prec
+    assert FloatContext.step == 1e-20 and FloatContext.dps is None

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from symattn import cli
+from symattn.cli import solve as cli_solve
 from symattn.cli import main
 from symattn.errors import ConvergenceError
 
@@ -25,7 +26,7 @@ HERMITE_KEYS = {"activation", "a0", "a1", "nu", "d", "coefficients", "exact"}
 SOLVE_KEYS = {"gamma", "E_attention", "E_linear", "a1", "nu", "d"}
 SIMULATE_KEYS = {"gamma", "n", "p", "draws", "E_attention", "E_linear"}
 
-TANH_A1 = 0.6057055  # MATH.md §1
+TANH_A1 = 0.6057055  # docs/theory.md §1.2
 TANH_NU = 0.3942945
 
 
@@ -47,7 +48,7 @@ def run_json(capsys, *argv):
 
 
 def e_lr_closed_form(c, g, m2):
-    """E_LR(γ) of MATH.md §3 with the analytic derivative (independent of symattn.solve)."""
+    """E_LR(γ) of docs/theory.md §3 with the analytic derivative (independent of symattn.theory)."""
     mt = (-(1 - c + g) + math.sqrt((1 - c + g) ** 2 + 4 * c * g)) / (2 * c * g)
     m = c * mt + (1 - c) / g
     mtp = -(c * mt**2 + mt) / (2 * c * g * mt + 1 - c + g)
@@ -59,7 +60,7 @@ def e_lr_closed_form(c, g, m2):
 
 def _attention_available() -> bool:
     try:
-        from symattn.solve import memorization_error
+        from symattn.theory import memorization_error
 
         memorization_error("tanh", 0.5, [1.0], model="attention")
         return True
@@ -191,7 +192,7 @@ def test_solve_attention_not_implemented_is_exit_2(capsys, monkeypatch):
     def fake(*args, **kwargs):
         raise NotImplementedError("the attention system")
 
-    monkeypatch.setattr(cli, "solve_data", fake)
+    monkeypatch.setattr(cli_solve, "solve_data", fake)
     code, out, err = run(capsys, "solve", "--c", 1, "--gamma", 1)
     assert code == 2 and out == ""
     assert err.strip() == "symattn: error: not implemented yet: the attention system"
@@ -201,7 +202,7 @@ def test_convergence_error_is_exit_3(capsys, monkeypatch):
     def fake(*args, **kwargs):
         raise ConvergenceError("no convergence", residuals=[1e-3], iterations=500, point={"c": 1.0, "gamma": 1e-6})
 
-    monkeypatch.setattr(cli, "solve_data", fake)
+    monkeypatch.setattr(cli_solve, "solve_data", fake)
     code, out, err = run(capsys, "solve", "--c", 1, "--gamma", 1e-6)
     assert code == 3 and out == ""
     assert err.startswith("symattn: error: no convergence") and err.count("\n") == 1
@@ -212,7 +213,7 @@ def test_traceback_flag_reraises(capsys, monkeypatch):
     def fake(*args, **kwargs):
         raise ConvergenceError("no convergence")
 
-    monkeypatch.setattr(cli, "solve_data", fake)
+    monkeypatch.setattr(cli_solve, "solve_data", fake)
     with pytest.raises(ConvergenceError):
         main(["--traceback", "solve", "--c", "1", "--gamma", "1"])
 
@@ -221,7 +222,7 @@ def test_unexpected_exceptions_are_not_hidden(monkeypatch):
     def fake(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(cli, "solve_data", fake)
+    monkeypatch.setattr(cli_solve, "solve_data", fake)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["solve", "--c", "1", "--gamma", "1"])
 
@@ -416,9 +417,9 @@ def test_format_table_aligns():
 
 
 # ============================================================================ demo and plotting
-@pytest.mark.filterwarnings("ignore::symattn.finite_p.FiniteSizeWarning")  # n = 40-60: t > 0.15 by design
+@pytest.mark.filterwarnings("ignore::symattn.errors.FiniteSizeWarning")  # n = 40-60: t > 0.15 by design
 def test_demo_small_run_writes_figure(tmp_path):
-    from symattn.demo import FIGURE_NAME, run as run_demo
+    from symattn.figures.demo import FIGURE_NAME, run as run_demo
 
     lines = []
     summary = run_demo(out=tmp_path, echo=lines.append, n=60, draws=2, cs=(0.5, 1.0), gammas=(0.1, 1.0),
@@ -435,9 +436,9 @@ def test_demo_small_run_writes_figure(tmp_path):
     json.loads(cli.dump_json(summary), parse_constant=_no_nonfinite)
 
 
-@pytest.mark.filterwarnings("ignore::symattn.finite_p.FiniteSizeWarning")  # n = 40-60: t > 0.15 by design
+@pytest.mark.filterwarnings("ignore::symattn.errors.FiniteSizeWarning")  # n = 40-60: t > 0.15 by design
 def test_demo_command_plumbing(capsys, monkeypatch, tmp_path):
-    import symattn.demo as demo
+    import symattn.figures.demo as demo
 
     real = demo.run
     monkeypatch.setattr(demo, "run", lambda out, echo: real(out=out, echo=echo, n=40, draws=2, cs=(1.0,),
@@ -457,7 +458,7 @@ def test_full_demo_runs(tmp_path, capsys):
 
 
 def test_plot_theory_vs_mc(tmp_path):
-    from symattn.plotting import new_figure, plot_theory_vs_mc, save_figure, style_error_axes
+    from symattn.figures.style import new_figure, plot_theory_vs_mc, save_figure, style_error_axes
 
     fig, axes = new_figure(2)
     g = np.logspace(-2, 1, 9)

@@ -1,11 +1,16 @@
-"""The finite-p correction (symattn/finite_p.py, docs/finite_p.md): coefficients, the latent
+"""The finite-p correction (docs/theory.md §10; symattn/activations/shifted.py, symattn/backends/finite_p.py):
+coefficients, the latent
 Dyson equation, its reductions, the default left unchanged, and Monte Carlo at strong signal."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import mpmath as mp
 import numpy as np
@@ -13,11 +18,14 @@ import pytest
 from scipy import integrate
 
 import symattn as sa
-from symattn import finite_p as fp
-from symattn.errors import ParameterError
+from symattn.activations import shifted
+from symattn.backends import finite_p as fp
+from symattn.errors import FiniteSizeWarning, ParameterError
+from symattn.model import signal_strength
+from symattn.verification.finite_p import SETTINGS, constant_slope_traces
 
-TANH_G = sa.Geometry.aligned(3.0)                                           # w_K = w_Q = μ, ‖μ‖² = 3
-ERF_G = sa.Geometry(snr=2, wk2=8, wq2=2, mu_wk=4, mu_wq=2, wk_wq=4)        # w_K = 2μ, w_Q = μ
+TANH_G = SETTINGS["tanh"].geometry()                                        # w_K = w_Q = μ, ‖μ‖² = 3
+ERF_G = SETTINGS["erf"].geometry()                                          # w_K = 2μ, w_Q = μ
 
 
 def _quad_moments(f, s, var=1.0):
@@ -46,10 +54,10 @@ def test_shifted_moments_closed_forms(s):
     V = (1 + e^{−2}cos 2s)/2 − e^{−1}cos² s -- at 30 digits."""
     with mp.workdps(40):
         sm = mp.mpf(s)
-        e = fp.shifted_moments("erf", sm, 30)
+        e = shifted.shifted_moments("erf", sm, 30)
         assert abs(e["F"] - mp.erf(sm / mp.sqrt(3))) < mp.mpf(10) ** -28
         assert abs(e["F1"] - 2 / mp.sqrt(3 * mp.pi) * mp.exp(-sm**2 / 3)) < mp.mpf(10) ** -28
-        c = fp.shifted_moments("cos", sm, 30)
+        c = shifted.shifted_moments("cos", sm, 30)
         h = mp.exp(mp.mpf(-1) / 2)
         assert abs(c["F"] - h * (mp.cos(sm) - 1)) < mp.mpf(10) ** -28
         assert abs(c["F1"] + h * mp.sin(sm)) < mp.mpf(10) ** -28
@@ -59,14 +67,14 @@ def test_shifted_moments_closed_forms(s):
 @pytest.mark.parametrize("f", ["tanh", "relu", "gelu"])
 def test_shifted_moments_against_scipy_quad(f):
     for s, var in [(0.69, 1.0), (-2.0, 0.9)]:
-        m = fp.shifted_moments(f, s, 20, variance=var)
+        m = shifted.shifted_moments(f, s, 20, variance=var)
         ref = _quad_moments(f, s, var)
         np.testing.assert_allclose([float(m["F"]), float(m["F1"]), float(m["V"])], ref, rtol=1e-9, atol=1e-11)
 
 
 def test_leading_order_coefficients_tanh():
-    """F_odd, ā, ν̄ at t = 0.69 (MATH-FINITE-P.md quotes F = 0.400, ā1 = 0.525, ν̄ = 0.315), odd f: b = F_even = 0."""
-    co = fp.finite_p_coefficients("tanh", 0.6928203230275507)
+    """F_odd, ā, ν̄ at t = 0.69 (docs/theory.md §10.2: F = 0.400, ā1 = 0.525, ν̄ = 0.315), odd f: b = F_even = 0."""
+    co = shifted.finite_p_coefficients("tanh", 0.6928203230275507)
     F, F1, V = _quad_moments("tanh", 0.6928203230275507)
     assert co.F_odd == pytest.approx(F, rel=1e-9) and co.a_bar == pytest.approx(F1, rel=1e-9)
     assert co.nu_bar == pytest.approx(V, rel=1e-9) and co.s2_bar == pytest.approx(V - F1**2, rel=1e-9)
@@ -75,7 +83,7 @@ def test_leading_order_coefficients_tanh():
 
 
 def test_chebyshev_interpolant_numpy_and_variance():
-    sg = fp.ShiftedGaussian("relu", 6.0, variance=0.95)
+    sg = shifted.ShiftedGaussian("relu", 6.0, variance=0.95)
     s = np.array([-5.5, -0.3, 0.0, 1.7, 5.9])
     F, F1, V = sg(s)
     ref = np.array([_quad_moments("relu", x, 0.95) for x in s])
@@ -123,9 +131,7 @@ def test_free_poisson_r_transform_gives_marchenko_pastur():
 
 
 def test_constant_slope_pencil_reproduces_the_bulk_traces():
-    """With 𝔻 ≡ a1, Σ² ≡ s² (one latent node) the Dyson equation gives the six traces of MATH.md §6."""
-    from derivations.finite_p import constant_slope_traces
-
+    """With 𝔻 ≡ a1, Σ² ≡ s² (one latent node) the Dyson equation gives the six traces of docs/theory.md §6."""
     pencil, bulk = constant_slope_traces()
     np.testing.assert_allclose(pencil, bulk, rtol=1e-9)
 
@@ -176,7 +182,7 @@ def test_correction_tends_to_asymptotic_as_n_grows():
     gaps = []
     for n in (1000, 10000, 100000):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", fp.FiniteSizeWarning)
+            warnings.simplefilter("ignore", FiniteSizeWarning)
             E0 = sa.memorization_error("tanh", 0.3, 0.03, geometry=TANH_G, n=n)
         E1 = sa.memorization_error("tanh", 0.3, 0.03, geometry=TANH_G, n=n, correction="finite-p")
         gaps.append(abs(float(E1) - float(E0)) / float(E0))
@@ -186,10 +192,10 @@ def test_correction_tends_to_asymptotic_as_n_grows():
 def test_mpmath_agrees_with_numpy_mu_zero():
     from symattn.backends.context import context
 
-    En = fp.finite_p_error("tanh", [0.5], [0.1], sa.Geometry(), 300, context("numpy"))
+    En = fp.finite_p_error(context("numpy"), "tanh", [0.5], [0.1], sa.Geometry(), 300)
     ctx = context("mpmath", 20)
     with ctx:
-        Em = fp.finite_p_error("tanh", [0.5], [0.1], sa.Geometry(), 300, ctx)
+        Em = fp.finite_p_error(ctx, "tanh", [0.5], [0.1], sa.Geometry(), 300)
     assert isinstance(Em[0], mp.mpf)
     assert abs(float(Em[0]) - En[0]) < 1e-10
 
@@ -199,10 +205,10 @@ def test_mpmath_agrees_with_numpy_latent():
     from symattn.backends.context import context
 
     g = sa.Geometry.aligned(1.0)
-    En = fp.finite_p_error("tanh", [0.5], [0.1], g, 200, context("numpy"), latent_nodes=4)
+    En = fp.finite_p_error(context("numpy"), "tanh", [0.5], [0.1], g, 200, latent_nodes=4)
     ctx = context("mpmath", 20)
     with ctx:
-        Em = fp.finite_p_error("tanh", [0.5], [0.1], g, 200, ctx, latent_nodes=4)
+        Em = fp.finite_p_error(ctx, "tanh", [0.5], [0.1], g, 200, latent_nodes=4)
     assert abs(float(Em[0]) - En[0]) < 1e-10
 
 
@@ -211,8 +217,8 @@ def test_latent_quadrature_convergence():
     from symattn.backends.context import context
 
     ctx = context("numpy")
-    E16 = fp.finite_p_error("tanh", [0.3], [0.03], TANH_G, 1000, ctx, latent_nodes=16)
-    E24 = fp.finite_p_error("tanh", [0.3], [0.03], TANH_G, 1000, ctx, latent_nodes=24)
+    E16 = fp.finite_p_error(ctx, "tanh", [0.3], [0.03], TANH_G, 1000, latent_nodes=16)
+    E24 = fp.finite_p_error(ctx, "tanh", [0.3], [0.03], TANH_G, 1000, latent_nodes=24)
     assert abs(E16[0] - E24[0]) < 1e-6 * E24[0]
 
 
@@ -223,7 +229,7 @@ def test_default_is_the_asymptotic_solver_and_warns_when_t_is_large():
     from symattn.model import kernel_constants
 
     gam = np.array([0.03, 0.3, 3.0])
-    with pytest.warns(fp.FiniteSizeWarning, match="t = 0.693"):
+    with pytest.warns(FiniteSizeWarning, match="t = 0.693"):
         E = sa.memorization_error("tanh", 0.3, gam, geometry=TANH_G, n=1000)
     f = sa.activation("tanh")
     k = kernel_constants(f, n=1000, c=np.full(3, 0.3), snr=3.0)
@@ -239,7 +245,7 @@ def test_default_is_the_asymptotic_solver_and_warns_when_t_is_large():
 
 
 def test_signal_strength():
-    t = fp.signal_strength(TANH_G, 1000, [0.3, 0.6])
+    t = signal_strength(TANH_G, 1000, [0.3, 0.6])
     np.testing.assert_allclose(t, [12 / math.sqrt(300), 12 / math.sqrt(600)])
 
 
@@ -303,7 +309,7 @@ def _mc_gaps(f, c, g, n, gam, draws, seed):
     mc = r.attention.mean(axis=0)
     se = r.attention.std(axis=0, ddof=1) / np.sqrt(draws)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", fp.FiniteSizeWarning)
+        warnings.simplefilter("ignore", FiniteSizeWarning)
         old = sa.memorization_error(f, c, gam, geometry=g, n=n)
     cor = sa.memorization_error(f, c, gam, geometry=g, n=n, correction="finite-p")
     return mc, se, old, cor
@@ -323,10 +329,10 @@ def test_monte_carlo_small_n_strong_signal(f, c, g, seed):
 @pytest.mark.parametrize("f, c, g, gam", [
     ("tanh", 0.3, TANH_G, [0.03, 0.3, 3.0]),
     ("erf", 1.0, ERF_G, [0.03, 0.3, 3.0]),
-    ("cos", 1.0, sa.Geometry.aligned(4.0), [0.01, 0.1, 1.0, 10.0]),
+    ("cos", 1.0, SETTINGS["cos"].geometry(), [0.01, 0.1, 1.0, 10.0]),
 ])
 def test_monte_carlo_strong_settings_n1000(f, c, g, gam):
-    """MATH-FINITE-P.md settings at n = 1000, 20 draws: corrected within max(3 se, 3 %) in every cell and its
+    """The strong-signal settings of docs/theory.md §11.6 at n = 1000, 20 draws: corrected within max(3 se, 3 %) in every cell and its
     summed gap below half the asymptotic one. (With 10 draws, seed 21, cos failed at γ = 0.1: −3.2 %, 4 se --
     its per-draw spread is large and the corrected value sits about 1.5 % above the pooled 34-draw mean.)"""
     mc, se, old, cor = _mc_gaps(f, c, g, 1000, gam, 20, 31)
@@ -336,8 +342,8 @@ def test_monte_carlo_strong_settings_n1000(f, c, g, gam):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("f, c, g", [
-    ("tanh", 0.5, sa.Geometry(snr=2, wk2=4.25, wq2=3, mu_wk=2, mu_wq=2, wk_wq=2)),  # w_K = μ + 1.5e₁, w_Q = μ + e₂
-    ("erf", 1.0, sa.Geometry(snr=2, wk2=6, wq2=3, mu_wk=2, mu_wq=2, wk_wq=2)),       # w_K = μ + 2e₁, w_Q = μ + e₂
+    ("tanh", 0.5, SETTINGS["tanh-noncollinear"].geometry()),  # w_K = μ + 1.5e₁, w_Q = μ + e₂
+    ("erf", 1.0, SETTINGS["erf-noncollinear"].geometry()),    # w_K = μ + 2e₁, w_Q = μ + e₂
 ])
 def test_monte_carlo_noncollinear_n1000(f, c, g):
     """Non-collinear μ, w_K, w_Q (latent dimension k = 3, t = 0.27 / 0.19) at n = 1000, 60 draws: the corrected
@@ -360,13 +366,21 @@ def test_monte_carlo_mild_t009(f):
 
 
 # ----------------------------------------------------------------------------- derivation and verification
+def _derivation(*args, timeout=1200):
+    """Run ``python -m derivations.finite_p`` from the repository root (tests do not import ``derivations``)."""
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "derivations.finite_p", *args], cwd=root, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def test_derivation_steps_check_out():
     """derivations/finite_p.py: the symbolic and reduction steps (the Monte Carlo table is in the slow test)."""
-    from derivations import finite_p as D
-
-    for step in (D.step_latent_reduction(), D.step_conditional_hermite(), D.step_pencil()):
-        assert step.checks and all(ok for _, ok in step.checks), step.checks
-        assert step.equations
+    proc = _derivation("--steps", "1,2,3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = re.findall(r"step (\d+): (\d+) checks, (\d+) failed, (\d+) equations", proc.stdout)
+    assert [s[0] for s in steps] == ["1", "2", "3"], proc.stdout
+    for _, checks, failed, equations in steps:
+        assert int(checks) > 0 and int(failed) == 0 and int(equations) > 0, proc.stdout
 
 
 def test_derivation_latent_identity_can_fail():
@@ -386,16 +400,14 @@ def test_derivation_latent_identity_can_fail():
 
 @pytest.mark.slow
 def test_finite_p_doc_is_current():
-    from derivations import finite_p as D
-
-    steps = D.build()
-    assert all(ok for st in steps for _, ok in st.checks)
-    assert D.DOC.read_text() == D.render(steps), "docs/finite_p.md is out of date: run python -m derivations.finite_p"
+    """Every check of the derivation passes and docs/finite_p.md is its current output (``--check``)."""
+    proc = _derivation("--check")
+    assert proc.returncode == 0, "docs/finite_p.md is out of date: run python -m derivations.finite_p\n" + proc.stderr
 
 
 def test_verification_checks_without_monte_carlo():
-    from verification import finite_p as V
-    from verification.registry import QUICK, REGISTRY
+    from symattn.verification import finite_p as V
+    from symattn.verification.registry import QUICK, REGISTRY
 
     names = [n for n in REGISTRY if n.startswith("finite-p/") and REGISTRY[n].method != "monte-carlo"
              and REGISTRY[n].quick]

@@ -1,4 +1,4 @@
-"""Tests of the exact finite-n Monte Carlo (symattn/montecarlo.py, MATH.md §2)."""
+"""Tests of the exact finite-n Monte Carlo (symattn/montecarlo.py, docs/theory.md §2)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ HE3 = _Act("he3", lambda t: t**3 - 3 * t, superlinear=True)
 
 
 def _tanh():
-    """sa.activation('tanh') once symattn/activations.py exists, else the stand-in."""
+    """sa.activation("tanh") (the centred catalog tanh of symattn.activations)."""
     if importlib.util.find_spec("symattn.activations") is not None:
         return sa.activation("tanh")
     return _Act("tanh", lambda t: t.tanh() if hasattr(t, "tanh") else np.tanh(t))
@@ -63,7 +63,7 @@ def _direct(K, X, y, gamma):
 
 
 def _closed_form_linear(c, gamma):
-    """E_LR for μ = 0 (MATH §3): F = m, E = −γ² F'(γ), F' by a central difference (h = 1e-5 γ)."""
+    """E_LR for μ = 0 (docs/theory.md §3): F = m, E = −γ² F'(γ), F' by a central difference (h = 1e-5 γ)."""
 
     def m(g):
         mt = (-(1 - c + g) + np.sqrt((1 - c + g) ** 2 + 4 * c * g)) / (2 * c * g)
@@ -236,7 +236,7 @@ def test_progress_bar_forced(capsys):
 # ----------------------------------------------------------------------------- statistics
 def test_linear_regression_vs_closed_form_fast():
     # n = 400: E_LR per draw fluctuates by O(n^{-1/2}); the mean over draws is checked against
-    # the limit within 3 se plus 2% (the O(1/n) finite-n bias; MATH §3 quotes <= 1.5% at n = 2000,
+    # the limit within 3 se plus 2% (the O(1/n) finite-n bias; docs/theory.md §3 quotes <= 1.5% at n = 2000,
     # and at n = 400 the bias is a few times larger). The trace estimator has the same mean as
     # E_LR here (μ = 0 and ZᵀZ is orthogonally invariant) and a far smaller variance; it is held
     # to 2% (measured: <= 0.02% at c = 0.5 and 0.9% at c = 2, γ = 0.01, where the smallest
@@ -258,13 +258,13 @@ def test_linear_regression_vs_closed_form_n2000():
         res = simulate(TANH, n=2000, c=c, gamma=gamma, draws=6, seed=2, progress=False,
                        models="linear", trace_estimator=True)
         theory = _closed_form_linear(c, gamma)
-        allow = 0.005 if c != 1.0 else 0.03  # c = 1: the hard edge of MP at γ = 0.01 (MATH §3)
+        allow = 0.005 if c != 1.0 else 0.03  # c = 1: the hard edge of MP at γ = 0.01 (docs/theory.md §3)
         assert np.all(np.abs(res.linear_mean - theory) <= 3 * res.linear_sem + allow * theory)
         np.testing.assert_allclose(res.linear_trace_mean, theory, rtol=allow)
 
 
 def test_closed_form_reproduces_math_table():
-    # MATH §3: c = 2, m2 = 0 theory 1.8863e-4 / 1.2272e-2 / 0.20711 / 0.72157
+    # docs/theory.md §3: c = 2, m2 = 0 theory 1.8863e-4 / 1.2272e-2 / 0.20711 / 0.72157
     np.testing.assert_allclose(_closed_form_linear(2.0, [0.01, 0.1, 1.0, 10.0]),
                                [1.8863e-4, 1.2272e-2, 0.20711, 0.72157], rtol=2e-4)
 

@@ -160,7 +160,7 @@ def test_continuity_in_every_parameter(name, c, gamma, geo):
 # ----------------------------------------------------------------------------- solver residual
 def _bulk_residual(ctx, sol, factor):
     """max relative |e − ∫g(e)| with the solver's nodes refined ``factor`` times (float64 or mpmath ctx)."""
-    from symattn.backends.compile import compiled
+    from symattn.backends.kernels import compiled
     from symattn.backends.quadrature import integrate_many, mp_nodes
 
     fn = compiled("bulk-residual", ctx.lambdify_modules)

@@ -1,4 +1,4 @@
-"""Tests of ``symattn reproduce`` (symattn.reproduce): files, CSV contents, and theory against
+"""Tests of ``symattn reproduce`` (symattn.figures): files, CSV contents, and theory against
 Monte Carlo on every simulated point outside the strong-signal regime.
 
 The default test runs the whole pipeline once at reduced size (``SMALL``: every figure kind, the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from symattn import reproduce as rp
+from symattn import figures as rp
 from symattn.cli import main
 
 HAVE_REAL = (importlib.util.find_spec("safetensors") is not None
@@ -140,7 +140,7 @@ def test_summary_agreement_matches_csv(small_run):
 
 def test_strong_signal_points_carry_the_corrected_theory(small_run):
     """Every strong-signal attention point of the synthetic figures has the finite-p corrected theory, which
-    lies below the asymptotic one there (MATH-FINITE-P.md: the asymptotic theory overestimates E_A)."""
+    lies below the asymptotic one there (docs/theory.md §10: the asymptotic theory overestimates E_A)."""
     out, summary = small_run
     n_strong = 0
     for name in SYNTHETIC:

@@ -2,11 +2,11 @@ r"""Exact identities of the deterministic equivalents, backend agreement and err
 
 Every reference here is computed outside symattn's own solver and quadrature:
 
-- f(t) = t, μ = 0: F(γ) = ∫ dμ_S/(γ + cλ³) (the law of cS³, MATH §7) by ``mpmath.quad``
+- f(t) = t, μ = 0: F(γ) = ∫ dμ_S/(γ + cλ³) (the law of cS³, docs/theory.md §7) by ``mpmath.quad``
   (tanh-sinh) on the Marchenko–Pastur density plus its atom;
 - f(t) = t, μ ≠ 0, w = 0: ΦᵀΦ/n = (XᵀX/n)³/c² exactly, so F = ŷᵀ((XᵀX/n)³/c² + γ)^{-1}ŷ is a sum
   over the three roots z_k of z³ = −c²γ of residues times the linear-regression closed form
-  F_LR continued to complex argument (partial fractions, MATH §7);
+  F_LR continued to complex argument (partial fractions, docs/theory.md §7);
 - structural identities (μ = 0 ⇒ bulk; a1 = d = 0 ⇒ no dependence on μ, w; w ⟂ μ ⇒ μ only);
 - numpy against mpmath at 30 digits, and the analytic γ-derivative against a 40-digit
   central difference.
@@ -137,7 +137,7 @@ def test_bulk_trace_linear_activation_exact(c):
 
 # ----------------------------------------------------------------------------- f(t) = t, μ ≠ 0
 def _F_LR(c, m2, gp):
-    r"""F_LR(γ') = m/(1 + γ' m2 m m̃) (MATH §3) at complex γ', on the Stieltjes branch.
+    r"""F_LR(γ') = m/(1 + γ' m2 m m̃) (docs/theory.md §3) at complex γ', on the Stieltjes branch.
 
     m̃ solves cγ'm̃² + (1−c+γ')m̃ − 1 = 0; of the two roots we take the one that is a Stieltjes
     transform at z = −γ': Im m̃ has the sign of Im z (the positive root on the real axis).
@@ -225,7 +225,7 @@ GEOMS = {
 
 @pytest.mark.parametrize("f,diagonal", [("cos", "f"), ("he2", "zero"), ("he4", "zero")])
 def test_a1_zero_d_zero_independent_of_signal_and_weights(f, diagonal):
-    """a1 = 0 and d = 0: E_A is exactly independent of μ, w_K, w_Q (MATH §6), to 1e-12."""
+    """a1 = 0 and d = 0: E_A is exactly independent of μ, w_K, w_Q (docs/theory.md §6), to 1e-12."""
     act = sa.activation(f)
     assert abs(act.a1) < 1e-14
     k = sa.kernel_constants(act, diagonal=diagonal)
@@ -239,7 +239,7 @@ def test_a1_zero_d_zero_independent_of_signal_and_weights(f, diagonal):
 
 
 def test_a1_zero_with_diagonal_does_depend_on_signal():
-    """Control for the test above: |t| has a1 = 0 but d = 1, and the signal helps (MATH §6)."""
+    """Control for the test above: |t| has a1 = 0 but d = 1, and the signal helps (docs/theory.md §6)."""
     base = sa.memorization_error("abs", c=1.0, gamma=0.01)
     with_signal = sa.memorization_error("abs", c=1.0, gamma=0.01, geometry=sa.Geometry(snr=4.0))
     assert with_signal < 0.95 * base

@@ -1,7 +1,7 @@
-"""E_LR: the deterministic equivalent (MATH §3) against this package's exact Monte Carlo.
+"""E_LR: the deterministic equivalent (docs/theory.md §3) against this package's exact Monte Carlo.
 
 Tolerance: |MC − theory| ≤ 3·se (se = standard error over the draws) plus a stated bias
-allowance for the finite-n effects MATH §3 documents (the hard edge of the MP law at c = 1).
+allowance for the finite-n effects docs/theory.md §3 documents (the hard edge of the MP law at c = 1).
 """
 
 import numpy as np
@@ -27,7 +27,7 @@ def test_linear_theory_vs_mc_n500(c, snr):
     """n = 500, 4 draws, γ ∈ {0.1, 1, 10}: within 3 se + 10%.
 
     The allowance is the O(1/n) finite-n bias, largest where E_LR is small (c = 2, snr = 4, γ = 0.1:
-    +8% at n = 500, +1.2% at n = 2000 in MATH Table B); the n = 2000 test below has none.
+    +8% at n = 500, +1.2% at n = 2000 in docs/theory.md §11.1); the n = 2000 test below has none.
     """
     _check(500, 4, c, snr, GAMMAS[1:], 0.10, seed=11)
 
@@ -48,7 +48,7 @@ def test_linear_theory_vs_mc_n2000(c, snr):
 @pytest.mark.parametrize("c", [0.25, 0.5, 0.9])
 @pytest.mark.parametrize("snr", [0.0, 1.0, 4.0])
 def test_linear_limits(c, snr):
-    """γ → ∞: E_LR → 1; γ → 0 (c < 1): E_LR → (1 − c)/(1 + snr) (MATH §3)."""
+    """γ → ∞: E_LR → 1; γ → 0 (c < 1): E_LR → (1 − c)/(1 + snr) (docs/theory.md §3)."""
     g = sa.Geometry(snr=snr)
     big = sa.memorization_error("tanh", c=c, gamma=1e9, geometry=g, model="linear")
     small = sa.memorization_error("tanh", c=c, gamma=1e-9, geometry=g, model="linear")

@@ -45,19 +45,19 @@ def test_attention_system_rank2_sizes():
     A = sa.attention_system(2)
     assert A.rank == 2
     assert A.gram.shape == (5, 5)
-    assert A.Gamma.shape == (6 + 4 * 2, 6 + 4 * 2)   # Γ is (6+4r)×(6+4r) (MATH preface)
+    assert A.Gamma.shape == (6 + 4 * 2, 6 + 4 * 2)   # Γ is (6+4r)×(6+4r) (docs/theory.md §6.7)
     assert A.Lambda.shape == (2 + 2 * 2, 2 + 2 * 2)  # basis y, Zᵀμ, Zᵀw_K^(1..r), Zᵀw_Q^(1..r)
 
 
 def test_attention_gamma_is_symmetric():
-    """Γ = Uᵀ H0^{-1} U is symmetric (MATH §6)."""
+    """Γ = Uᵀ H0^{-1} U is symmetric (docs/theory.md §6)."""
     for r in (1, 2):
         G = sa.attention_system(r).Gamma
         assert (G - G.T).applyfunc(sp.expand) == sp.zeros(*G.shape)
 
 
 def test_rank1_lambda_matches_math():
-    """Λ (4×4) of MATH §6: Λ00 = m2 + κ_Kκ_Q, Λ01 = Λ10 = 1, Λ03 = κ_K, Λ20 = κ_Q, Λ23 = 1, others 0."""
+    """Λ (4×4) of docs/theory.md §6: Λ00 = m2 + κ_Kκ_Q, Λ01 = Λ10 = 1, Λ03 = κ_K, Λ20 = κ_Q, Λ23 = 1, others 0."""
     A = sa.attention_system(1)
     G = A.gram
     snr, kK, kQ = G[0, 0], G[0, 1], G[0, 2]
@@ -172,7 +172,7 @@ def test_linear_limit_gamma_to_zero_below_one():
 
 
 def test_linear_gamma_to_zero_above_one_is_quadratic():
-    """c > 1: E_LR ~ γ² (MATH §3): E/γ² tends to a finite positive constant."""
+    """c > 1: E_LR ~ γ² (docs/theory.md §3): E/γ² tends to a finite positive constant."""
     E = sa.memorization_error("tanh", c=2.0, gamma=[1e-4, 1e-5], geometry=sa.Geometry(snr=1.0), model="linear")
     ratio = E / np.array([1e-4, 1e-5]) ** 2
     assert ratio[1] > 0 and abs(ratio[0] / ratio[1] - 1) < 1e-3

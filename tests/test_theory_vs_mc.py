@@ -1,4 +1,4 @@
-r"""Theorem 1 (the attention system, MATH §6) against exact Monte Carlo.
+r"""Theorem 1 (the attention system, docs/theory.md §6) against exact Monte Carlo.
 
 Monte Carlo is the referee: ``symattn.simulate`` (f on the diagonal, balanced labels), against
 ``symattn.memorization_error(..., n=n)`` (the finite-p diagonal d_n). Per γ, with se the
@@ -17,10 +17,10 @@ draws from the same seed (the first draws are the original ones; 3× for the fas
 the full grid) and judged on all of them, because se from 6–12 draws is itself noisy.
 
 - ``-m slow``: the full grid of issue 3 at n = 2000, 6 draws, tolerance max(3·se, 2 %):
-  5 activations × 6 geometries × c ∈ {0.5, 1, 2} (``python -m verification.mc_grid`` runs the
+  5 activations × 6 geometries × c ∈ {0.5, 1, 2} (``python -m symattn.cli.mc_grid`` runs the
   same configurations and writes docs/validation.md).
 
-Known exceptions (MATH §9, MATH-FINITE-P.md) are not hidden: a configuration labelled (a)
+Known exceptions (docs/theory.md §9, docs/theory.md §10) are not hidden: a configuration labelled (a)
 (a1 = 0 with a large signal × weight product) or (b) (finite-p signal strength t ≥ 0.1) that
 fails is reported as xfail with its numbers; a failure anywhere else fails the test.
 """
@@ -31,8 +31,9 @@ import numpy as np
 import pytest
 
 import symattn as sa
-from verification import mc_grid
-from verification.mc_grid import ACTIVATIONS, CS, GEOMETRY_NAMES, run_config_confirmed
+from symattn.cli import mc_grid as grid_cli
+from symattn.verification import mc_grid
+from symattn.verification.mc_grid import ACTIVATIONS, CS, GEOMETRY_NAMES, run_config_confirmed
 
 FAST = mc_grid.QUICK  # n=500, 12 draws, tol max(3.5 se, 3 %)
 
@@ -94,7 +95,7 @@ def test_cell_verdict_and_exception_labels():
 
 
 def test_indicators_match_definitions():
-    """t = (‖μ‖² + Σ κ_Kκ_Q)/√p and q = √2|a2|(‖μ‖²+Σκ_Kκ_Q)‖w_K‖‖w_Q‖/(c√p) (MATH §9)."""
+    """t = (‖μ‖² + Σ κ_Kκ_Q)/√p and q = √2|a2|(‖μ‖²+Σκ_Kκ_Q)‖w_K‖‖w_Q‖/(c√p) (docs/theory.md §9)."""
     f = sa.activation("cos")
     a2 = float(f.hermite_coefficients(kmax=2, dps=20)[2])
     g = sa.Geometry.aligned(4.0)  # ‖μ‖² = 4, w_K = w_Q = μ: Λ00 = 4 + 16 = 20, ‖w‖² = 4
@@ -118,13 +119,13 @@ def test_geometries_are_as_documented():
 
 
 def test_grid_script_writes_report_and_csv(tmp_path):
-    """A tiny run of ``python -m verification.mc_grid`` (n = 60, 2 draws): report, CSV, resume."""
+    """A tiny run of ``python -m symattn.cli.mc_grid`` (n = 60, 2 draws): report, CSV, resume."""
     out = tmp_path / "v.md"
     out.write_text("# Validation\n\nhand-written intro\n\n" + mc_grid.MARK_BEGIN + "\nold\n" + mc_grid.MARK_END
                    + "\n\nhand-written tail\n")
     argv = ["--n", "60", "--draws", "2", "--activations", "tanh", "--geometries", "mu", "--c", "1",
             "--out", str(out)]
-    rc = mc_grid.main(argv)
+    rc = grid_cli.main(argv)
     assert rc in (0, 1)
     text = out.read_text()
     assert "hand-written intro" in text and "hand-written tail" in text and "\nold\n" not in text
@@ -133,7 +134,7 @@ def test_grid_script_writes_report_and_csv(tmp_path):
     assert len(rows) == len(mc_grid.GAMMAS)
     assert {r["activation"] for r in rows} == {"tanh"} and all(int(r["n"]) == 60 for r in rows)
     # resume reads the CSV back instead of simulating again: the report is unchanged
-    assert mc_grid.main(argv + ["--report-only"]) == rc
+    assert grid_cli.main(argv + ["--report-only"]) == rc
     assert out.read_text().split("**Summary.**")[1] == text.split("**Summary.**")[1]
     assert len(mc_grid._read_csv(out.with_suffix(".csv"))) == len(mc_grid.GAMMAS)
 
@@ -144,7 +145,7 @@ def test_grid_confirmation_stage(tmp_path):
     out = tmp_path / "v.md"
     argv = ["--n", "40", "--draws", "2", "--confirm-draws", "3", "--activations", "tanh", "--geometries", "mu0",
             "--c", "1", "--tol-se", "0", "--tol-rel", "0", "--out", str(out)]
-    assert mc_grid.main(argv) == 1
+    assert grid_cli.main(argv) == 1
     rows = mc_grid._read_csv(out.with_suffix(".csv"))
     assert sorted({int(r["draws"]) for r in rows}) == [2, 3]
     text = out.read_text()

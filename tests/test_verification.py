@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from symattn.cli import main
-from verification import registry
-from verification.registry import Outcome, all_checks, register, select
+from symattn.verification import registry
+from symattn.verification.registry import Outcome, all_checks, register, select
 
 
 # ----------------------------------------------------------------------------- registry
@@ -61,7 +61,7 @@ def test_select_filters():
 # ----------------------------------------------------------------------------- independent references
 def test_stieltjes_branch_and_real_axis():
     """s(−γ) equals the linear system's F_LR(γ); Im s(z) has the sign of Im z (Stieltjes branch)."""
-    from verification.references import stieltjes_linear
+    from symattn.verification.references import stieltjes_linear
     from symattn.systems import linear_system
     from symattn.systems.symbols import c, gamma, m2
 
@@ -77,7 +77,7 @@ def test_stieltjes_branch_and_real_axis():
 def test_partial_fractions_match_linear_f_theory():
     """f(t)=t with a signal: the partial-fraction reference equals the package's E_A (float64) to 1e-10."""
     import symattn as sa
-    from verification.references import linear_f_E
+    from symattn.verification.references import linear_f_E
 
     E = float(sa.memorization_error("linear", 0.7, 0.2, geometry=sa.Geometry(snr=2.0)))
     with mpmath.workdps(30):
@@ -91,8 +91,8 @@ def test_partial_fractions_match_linear_f_theory():
 def test_mp_moments_against_quadrature():
     """Symbolic ∫λ^k dμ_S (θ-substitution) equals mpmath quadrature of the MP density, c ∈ {0.5, 2}."""
     from symattn.systems.symbols import c
-    from verification.numerics import mp_law_integral
-    from verification.symbolic import mp_moment
+    from symattn.verification.numerics import mp_law_integral
+    from symattn.verification.symbolic import mp_moment
 
     for cv in (0.5, 2.0):
         for k in range(5):
@@ -103,7 +103,7 @@ def test_mp_moments_against_quadrature():
 def test_laurent_series_arithmetic():
     import sympy as sp
 
-    from verification.symbolic import Laurent, h, to_series
+    from symattn.verification.symbolic import Laurent, h, to_series
 
     x = sp.Symbol("x")
     env = {x: Laurent(-1, [1, 2, 0, 0])}           # x = 1/h + 2
@@ -113,8 +113,8 @@ def test_laurent_series_arithmetic():
 
 
 def test_semicircle_floor_known_value():
-    """MATH §7: the cos floor at γ = 0.01 is 0.1112."""
-    from verification.numerics import semicircle_floor
+    """docs/theory.md §7: the cos floor at γ = 0.01 is 0.1112."""
+    from symattn.verification.numerics import semicircle_floor
     import symattn as sa
 
     assert abs(float(semicircle_floor(sa.activation("cos").nu, 0.01)) - 0.1112) < 1e-4
@@ -181,7 +181,7 @@ def test_quick_verify_passes_in_under_two_minutes(capsys):
 
 # ----------------------------------------------------------------------------- convergence study
 def test_fit_slope_recovers_power_law():
-    from verification.convergence import fit_slope
+    from symattn.verification.convergence import fit_slope
 
     n = np.array([250, 500, 1000, 2000, 4000])
     y = 3.0 * n**-0.5
@@ -190,7 +190,7 @@ def test_fit_slope_recovers_power_law():
 
 
 def test_convergence_run_writes_csv_and_png(tmp_path):
-    from verification import convergence
+    from symattn.verification import convergence
 
     res = convergence.run(tmp_path, settings=["signal-tanh"], ns=(100, 200), draws_scale=0.05, finite_p=False)
     rows = convergence.read_csv(res["csv"])

@@ -3,11 +3,14 @@ r"""Compile SymPy expressions into functions of a context's arrays (``sympy.lamb
 Before compiling, c is replaced by (√c)² with √c an argument, so that every compiled
 integrand is a rational function: the same source then runs on float64 arrays and on
 object arrays of mpmath numbers.
+
+The call side is split from the SymPy side: :class:`ArrayFunction` and :class:`MatrixFunction`
+only need numpy (the generated standalone solvers of :mod:`symattn.codegen` carry their source
+and wrap their printed kernels in them); :class:`CompiledExprs` and :class:`CompiledMatrix` build
+them from SymPy expressions with ``lambdify``.
 """
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 import numpy as np
 import sympy as sp
@@ -40,27 +43,35 @@ def _lambdify(args, exprs, modules, cse=False):
 
 
 def rationalise(expr):
-    """Substitute c = rc² (rc = √c > 0) so that √c becomes the symbol rc."""
+    """Substitute c = rc² (rc = √c > 0) so that √c becomes the symbol rc.
+
+    Examples
+    --------
+    >>> from symattn.systems.symbols import c
+    >>> rationalise(c + 1)
+    sqrt_c**2 + 1
+    """
     return sp.sympify(expr).subs(c, rc**2)
 
 
-class CompiledExprs:
-    """A list of expressions compiled into one function returning a list of broadcast arrays.
+class ArrayFunction:
+    """``fn(*values)``, a list of arrays, each broadcast to the common shape of the arguments.
 
-    ``intermediates`` is a sequence of (symbol, definition) pairs evaluated first, in order
-    (each may use the arguments and the previous intermediates): the expressions stay written
-    in β and Δ rather than expanded, which keeps derivatives small.
+    ``steps`` are functions evaluated first, in order; each gets the arguments and the results
+    of the previous steps, and its result is appended to the arguments (the intermediates β, Δ
+    of the bulk integrands). Needs numpy only.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = ArrayFunction(lambda x, y: [x + y, 2.0])
+    >>> [v.tolist() for v in f(np.array([1.0, 2.0]), 1.0)]
+    [[2.0, 3.0], [2.0, 2.0]]
     """
 
-    def __init__(self, exprs, args, modules, intermediates=()):
-        self.args = tuple(rc if a is c else a for a in args)
-        self._steps = []
-        known = self.args
-        for sym, definition in intermediates:
-            self._steps.append(_lambdify(known, rationalise(definition), modules))
-            known = known + (sym,)
-        self.exprs = [rationalise(e) for e in exprs]
-        self._fn = _lambdify(known, self.exprs, modules, cse=True)
+    def __init__(self, fn, steps=()):
+        self._fn = fn
+        self._steps = list(steps)
 
     def __call__(self, *values):
         shape = np.broadcast_shapes(*(np.shape(v) for v in values))
@@ -70,13 +81,22 @@ class CompiledExprs:
         return [np.broadcast_to(o, shape) if np.shape(o) != shape else o for o in out]
 
 
-class CompiledMatrix:
-    """A SymPy Matrix compiled entry-wise into a function returning arrays of shape (P, rows, cols)."""
+class MatrixFunction:
+    """A matrix of functions: ``fn(*values)`` gives the entries ``entries`` [(i, j), ...] (zeros
+    elsewhere); called with ``P`` and ``dtype``, it returns an array of shape (P, rows, cols).
+    Needs numpy only.
 
-    def __init__(self, matrix: sp.Matrix, args, modules):
-        self.shape = matrix.shape
-        self.entries = [(i, j) for i in range(matrix.rows) for j in range(matrix.cols) if matrix[i, j] != 0]
-        self._exprs = CompiledExprs([matrix[i, j] for i, j in self.entries], args, modules) if self.entries else None
+    Examples
+    --------
+    >>> m = MatrixFunction(ArrayFunction(lambda x: [x, 2 * x]), (2, 2), [(0, 0), (1, 0)])
+    >>> m(np.array([1.0, 3.0]), P=2)[1].tolist()
+    [[3.0, 0.0], [6.0, 0.0]]
+    """
+
+    def __init__(self, fn, shape, entries):
+        self.shape = tuple(shape)
+        self.entries = list(entries)
+        self._exprs = fn if self.entries else None
 
     def __call__(self, *values, P: int, dtype=float):
         out = np.zeros((P,) + self.shape, dtype=dtype)
@@ -88,9 +108,45 @@ class CompiledMatrix:
         return out
 
 
-@lru_cache(maxsize=None)
-def compiled(key: str, modules: str):
-    """Cache of compiled pieces of the systems, by name and lambdify module."""
-    from . import kernels
+class CompiledExprs(ArrayFunction):
+    """A list of expressions compiled into one function returning a list of broadcast arrays.
 
-    return kernels.build(key, modules)
+    ``intermediates`` is a sequence of (symbol, definition) pairs evaluated first, in order
+    (each may use the arguments and the previous intermediates): the expressions stay written
+    in β and Δ rather than expanded, which keeps derivatives small.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> x, b = sp.symbols("x b")
+    >>> f = CompiledExprs([x * b, b + 1], (x,), "numpy", intermediates=[(b, 2 * x)])
+    >>> [v.tolist() for v in f(np.array([1.0, 2.0]))]
+    [[2.0, 8.0], [3.0, 5.0]]
+    """
+
+    def __init__(self, exprs, args, modules, intermediates=()):
+        self.args = tuple(rc if a is c else a for a in args)
+        steps = []
+        known = self.args
+        for sym, definition in intermediates:
+            steps.append(_lambdify(known, rationalise(definition), modules))
+            known = known + (sym,)
+        self.exprs = [rationalise(e) for e in exprs]
+        super().__init__(_lambdify(known, self.exprs, modules, cse=True), steps)
+
+
+class CompiledMatrix(MatrixFunction):
+    """A SymPy Matrix compiled entry-wise into a function returning arrays of shape (P, rows, cols).
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> x = sp.Symbol("x")
+    >>> CompiledMatrix(sp.Matrix([[x, 0], [0, x**2]]), (x,), "numpy")(np.array([3.0]), P=1).tolist()
+    [[[3.0, 0.0], [0.0, 9.0]]]
+    """
+
+    def __init__(self, matrix: sp.Matrix, args, modules):
+        entries = [(i, j) for i in range(matrix.rows) for j in range(matrix.cols) if matrix[i, j] != 0]
+        fn = CompiledExprs([matrix[i, j] for i, j in entries], args, modules) if entries else None
+        super().__init__(fn, matrix.shape, entries)

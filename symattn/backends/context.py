@@ -1,10 +1,19 @@
 r"""Arithmetic contexts: one formula, several arithmetics (after mpmath's ``ctx_fp``/``ctx_mp``).
 
-The solvers in :mod:`symattn.backends.solver` are written once against a context. A
-context supplies numbers and the few operations that differ between float64 numpy arrays
-and arbitrary-precision mpmath numbers held in numpy object arrays: conversion, sqrt/cos/sin,
-batched linear solves, the tolerance, and the lambdify module for compiled expressions.
+The solvers in :mod:`symattn.backends.solver` and :mod:`symattn.backends.finite_p` are written
+once against a context. A context supplies numbers and the few operations that differ between
+float64 numpy arrays and arbitrary-precision mpmath numbers held in numpy object arrays:
+
+- numbers: ``convert``, ``complex``, ``zeros``, ``pi``, ``arange_half``, ``to_float``;
+- element-wise functions: ``sqrt``, ``exp``, ``cos``, ``sin``, ``real``, ``imag``, ``isfinite``,
+  and the reduction ``max_abs`` (a float);
+- small dense linear algebra, batched over leading axes: ``solve``, ``inv``, ``svd``;
+- the tolerances of each solver at this precision, and the lambdify module for compiled expressions.
+
 Element-wise arithmetic (+, −, ×, /, integer powers, sums, matmul) is numpy's in both.
+:class:`FloatContext` and :class:`MPContext` have one surface: every operation of one exists in
+the other, with the same arguments and meaning (tests/test_backends.py checks them side by side).
+:class:`FloatContext` uses numpy only, so its source can be copied into standalone solvers.
 """
 
 from __future__ import annotations
@@ -18,10 +27,17 @@ class FloatContext:
 
     name = "numpy"
     lambdify_modules = "numpy"
+    dps = None           # decimal digits of the arithmetic; None: float64
     tol = 1e-13          # Newton: relative residual
     quad_tol = 1e-12     # quadrature: relative change when the node count doubles
     nodes = 64           # initial Marchenko-Pastur quadrature nodes (doubled where needed)
     max_nodes = 1 << 15
+    # the finite-p numerics (symattn.backends.finite_p, docs/theory.md §10.3)
+    pencil_tol = 1e-12   # latent Dyson iteration: relative change of the iterate
+    svd_tol = 1e-10      # separable expansion of the slope 𝔻: relative singular-value cut
+    basis_tol = 1e-12    # latent basis: relative singular-value cut of 𝕄
+    drop_tol = 1e-9      # latent basis: relative norm below which Gram–Schmidt drops a vector
+    step = 1e-20         # complex-step derivative: η/γ
 
     def __enter__(self):
         return self
@@ -30,16 +46,34 @@ class FloatContext:
         return False
 
     def convert(self, x):
+        """Numbers of this arithmetic (float64 arrays)."""
         return np.asarray(x, dtype=float)
+
+    def complex(self, re, im):
+        """The complex number re + i·im."""
+        return complex(re, im)
+
+    def zeros(self, shape, complex: bool = False):
+        """An array of zeros (complex ones with ``complex=True``)."""
+        return np.zeros(shape, dtype=np.complex128 if complex else float)
 
     def sqrt(self, x):
         return np.sqrt(x)
+
+    def exp(self, x):
+        return np.exp(x)
 
     def cos(self, x):
         return np.cos(x)
 
     def sin(self, x):
         return np.sin(x)
+
+    def real(self, x):
+        return np.real(x)
+
+    def imag(self, x):
+        return np.imag(x)
 
     @property
     def pi(self):
@@ -52,6 +86,19 @@ class FloatContext:
     def solve(self, A, b):
         """Batched solve of A x = b, A: (..., k, k), b: (..., k)."""
         return np.linalg.solve(A, b[..., None])[..., 0]
+
+    def inv(self, A):
+        """Batched inverse of A: (..., k, k)."""
+        return np.linalg.inv(A)
+
+    def svd(self, A):
+        """Batched singular value decomposition A = U diag(s) Vt of real A: (..., m, m); returns (U, s, Vt)."""
+        return np.linalg.svd(A)
+
+    def max_abs(self, x) -> float:
+        """max |x| over all entries, as a float (0.0 for an empty array)."""
+        x = np.asarray(x)
+        return float(np.max(np.abs(x))) if x.size else 0.0
 
     def to_float(self, x):
         return np.asarray(x, dtype=float)
@@ -72,7 +119,14 @@ class MPContext(FloatContext):
         self.quad_tol = mpmath.mpf(10) ** (-(self.dps - 4))
         self.nodes = 64 + 12 * self.dps
         self.max_nodes = 1 << 14
+        self.pencil_tol = 10.0 ** (-(self.dps - 3))
+        self.svd_tol = self.basis_tol = self.drop_tol = 10.0 ** (-self.dps)
         self._saved = []
+
+    @property
+    def step(self):
+        """η/γ = 10^{−(dps+5)}, at the working precision."""
+        return mpmath.mpf(10) ** (-(self.dps + 5))
 
     def __enter__(self):
         self._saved.append(mpmath.mp.dps)
@@ -85,21 +139,39 @@ class MPContext(FloatContext):
 
     _mpf = staticmethod(np.frompyfunc(lambda v: mpmath.mpf(v) if not isinstance(v, mpmath.mpf) else +v, 1, 1))
     _sqrt = staticmethod(np.frompyfunc(mpmath.sqrt, 1, 1))
+    _exp = staticmethod(np.frompyfunc(mpmath.exp, 1, 1))
     _cos = staticmethod(np.frompyfunc(mpmath.cos, 1, 1))
     _sin = staticmethod(np.frompyfunc(mpmath.sin, 1, 1))
+    _re = staticmethod(np.frompyfunc(mpmath.re, 1, 1))
+    _im = staticmethod(np.frompyfunc(mpmath.im, 1, 1))
 
     def convert(self, x):
         arr = np.asarray(x, dtype=object)
         return np.asarray(self._mpf(arr), dtype=object) if arr.ndim else mpmath.mpf(arr.item())
 
+    def complex(self, re, im):
+        return mpmath.mpc(re, im)
+
+    def zeros(self, shape, complex: bool = False):
+        return self.convert(np.zeros(shape))
+
     def sqrt(self, x):
         return self._sqrt(x)
+
+    def exp(self, x):
+        return self._exp(x)
 
     def cos(self, x):
         return self._cos(x)
 
     def sin(self, x):
         return self._sin(x)
+
+    def real(self, x):
+        return self._re(x)
+
+    def imag(self, x):
+        return self._im(x)
 
     @property
     def pi(self):
@@ -120,6 +192,30 @@ class MPContext(FloatContext):
                 x = mpmath.qr_solve(Am, bm)[0]
             out[idx] = [x[i] for i in range(b.shape[-1])]
         return out
+
+    def inv(self, A):
+        A = np.asarray(A, dtype=object)
+        out = np.empty(A.shape, dtype=object)
+        for idx in np.ndindex(A.shape[:-2]):
+            Ai = mpmath.inverse(mpmath.matrix(A[idx].tolist()))  # LU with 20 guard bits
+            out[idx] = [[+Ai[i, j] for j in range(A.shape[-1])] for i in range(A.shape[-2])]
+        return out
+
+    def svd(self, A):
+        A = np.asarray(A, dtype=object)
+        m = A.shape[-1]
+        U, s, Vt = (np.empty(A.shape, dtype=object), np.empty(A.shape[:-1], dtype=object),
+                    np.empty(A.shape, dtype=object))
+        for idx in np.ndindex(A.shape[:-2]):
+            Ui, Si, Vi = mpmath.svd_r(mpmath.matrix(A[idx].tolist()))
+            U[idx] = Ui.tolist()
+            s[idx] = [Si[i] for i in range(m)]
+            Vt[idx] = Vi.tolist()
+        return U, s, Vt
+
+    def max_abs(self, x) -> float:
+        x = np.asarray(x, dtype=object)
+        return float(np.max(np.abs(x).astype(float))) if x.size else 0.0
 
 
 def context(backend: str = "numpy", dps: int | None = None):

@@ -1,4 +1,4 @@
-r"""Quadrature for integrals against the Marchenko–Pastur law μ_S (MATH.md §1, §5).
+r"""Quadrature for integrals against the Marchenko–Pastur law μ_S (docs/theory.md §1, §5).
 
 With λ = (a+b)/2 + (b−a)/2·cos θ, the density c√((b−λ)(λ−a))/(2πλ) dλ becomes
 c((b−a)/2)² sin²θ/(2πλ) dθ, a smooth periodic integrand in θ (also at c = 1, where a = 0).

@@ -1,13 +1,21 @@
-r"""Solvers for the deterministic-equivalent systems, written once against an arithmetic context.
+r"""The solver runtime: the bulk and attention systems solved at vectors of points, written once
+against an arithmetic context and a table of compiled kernels.
 
-Bulk fixed point (MATH §5): e = I(e), I_i(e) = ∫ g_i(λ; e) dμ_S, solved by Newton with the
-SymPy-derived Jacobian J = I − ∫ ∂g/∂e dμ_S (vectorised over points, with backtracking); where
-Newton fails, a1 = d = 0 points are solved by the reduced monotone equation in s²e1 (bisection, then a
-Newton polish), and the rest by the damped fixed point e ← ½ e + ½ I(e). The quadrature node count is doubled until the
-fixed-point residual evaluated on twice the nodes is below the context's tolerance.
+This module needs numpy, a context (:mod:`symattn.backends.context`: float64 or mpmath) and the
+table ``KERNELS[ctx.lambdify_modules][key]`` of compiled kernels (:mod:`symattn.backends.kernels`:
+lambdified SymPy). A generated standalone solver (:mod:`symattn.codegen`) carries this module's
+source verbatim, with its relative imports replaced by copies of what they import and by its own
+table of printed kernels: there is one copy of the runtime.
+
+Bulk fixed point (docs/theory.md §5): e = I(e), I_i(e) = ∫ g_i(λ; e) dμ_S, solved by Newton with
+the SymPy-derived Jacobian J = I − ∫ ∂g/∂e dμ_S (vectorised over points, with backtracking); where
+Newton fails, a1 = d = 0 points are solved by the reduced monotone equation in s²e1 (bisection,
+then a Newton polish; docs/theory.md §5.6), and the rest by the damped fixed point
+e ← ½ e + ½ I(e). The quadrature node count is doubled until the fixed-point residual evaluated
+on twice the nodes is below the context's tolerance (docs/theory.md §5.4, §5.5).
 
 Implicit differentiation: de/dγ = J^{-1} ∫ ∂g/∂γ dμ_S, then Ṫ = ∫ ∂T/∂γ + (∫ ∂T/∂e) ė, and for
-F = Γ00 − eᵀu, u = Ĉ(I + ΓĈ)^{-1}e (so that dB = −B dΓ B with B = Ĉ(I + ΓĈ)^{-1}):
+F = Γ00 − eᵀu, u = Ĉ(I + ΓĈ)^{-1}e (so that dB = −B dΓ B with B = Ĉ(I + ΓĈ)^{-1}; docs/theory.md §6.6):
 
   F'(γ) = Γ̇00 − 2 ėᵀu + uᵀ Γ̇ u,   E_A = −γ² F'(γ).
 
@@ -16,34 +24,37 @@ Branch check at z = −γ: e1 > 0, 0 ≤ e2 ≤ 1, Δ(λ) > 0 on every node; oth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import ConvergenceError
-from .compile import compiled
-from ..systems.attention import TRACES
-from .kernels import KERNEL_ORDER, gram_values
-from .quadrature import integrate_many, mp_nodes
+from .kernels import KERNELS, TRACE_MOMENTS, gram_values
+from .quadrature import integrate_many, mp_nodes as _mp_nodes
 
 NEWTON_MAX_ITER = 25
 NONMONOTONE = 1e4          # a Newton step may raise the merit function at most this factor
 FIXED_POINT_MAX_ITER = 20000
 
 
-@dataclass
 class BulkSolution:
     """Solution of the bulk system at P points.
 
-    ``groups`` holds, for each quadrature size used, the point indices and their nodes and
-    weights (P_g, M_g): points whose integrands are sharper got more nodes.
+    Attributes
+    ----------
+    e : array (P, 3)
+        e1, e2, e3.
+    params : tuple
+        (√c, γ, a1, s², d), each (P, 1).
+    groups : list
+        For each quadrature size used, ``(indices, lam, w)``: the point indices and their nodes
+        and weights (P_g, M_g); points whose integrands are sharper got more nodes.
+    iterations : int
+    residual : array (P,)
+        Max-norm relative residual.
     """
 
-    e: np.ndarray            # (P, 3): e1, e2, e3
-    params: tuple            # (√c, γ, a1, s², d), each (P, 1)
-    groups: list             # [(indices, lam, w)]
-    iterations: int
-    residual: np.ndarray     # (P,) max-norm relative residual
+    def __init__(self, e, params, groups, iterations, residual):
+        self.e, self.params, self.groups = e, params, groups
+        self.iterations, self.residual = iterations, residual
 
     def integrate(self, ctx, key: str, extra=None, moments=None):
         """∫ g_j dμ_S for the compiled integrand list ``key`` at the solution: array (P, J).
@@ -51,10 +62,10 @@ class BulkSolution:
         ``extra``: per-point arrays (P, k) passed as k further arguments (e.g. ė).
         ``moments``: list of (output index, power j): return ∫ λ^j g_i dμ_S for each pair instead.
         """
-        return self.integrate_with(ctx, compiled(key, ctx.lambdify_modules), extra, moments)
+        return self.integrate_with(ctx, _kernel(ctx, key), extra, moments)
 
     def integrate_with(self, ctx, fn, extra=None, moments=None):
-        """As :meth:`integrate`, for a compiled integrand list ``fn`` (a CompiledExprs)."""
+        """As :meth:`integrate`, for a compiled integrand list ``fn`` (e.g. a CompiledExprs)."""
         parts = []
         for idx, lam, w in self.groups:
             sub = tuple(p[idx] for p in self.params)
@@ -70,6 +81,11 @@ class BulkSolution:
         return out
 
 
+def _kernel(ctx, key: str):
+    """The compiled kernel ``key`` in the context's arithmetic, from the table ``KERNELS``."""
+    return KERNELS[ctx.lambdify_modules][key]
+
+
 def _args(lam, e, params):
     rc, g, a1, s2, d = params
     return (lam, e[:, 0:1], e[:, 1:2], e[:, 2:3], rc, g, a1, s2, d)
@@ -78,7 +94,7 @@ def _args(lam, e, params):
 def _fixed_point_map(ctx, lam, w, e, params, jacobian=True):
     """I(e) = ∫ g(λ; e) dμ_S (P, 3) and, with ``jacobian``, ∫ ∂g/∂e dμ_S (P, 3, 3)."""
     key = "bulk-newton" if jacobian else "bulk-residual"
-    vals = compiled(key, ctx.lambdify_modules)(*_args(lam, e, params))
+    vals = _kernel(ctx, key)(*_args(lam, e, params))
     I = integrate_many(vals[:3], w)
     if not jacobian:
         return I, None
@@ -97,7 +113,7 @@ def _merit(ctx, e, I):
 
 
 def _delta(ctx, lam, e, params):
-    return ctx.to_float(compiled("delta", ctx.lambdify_modules)(*_args(lam, e, params))[0])
+    return ctx.to_float(_kernel(ctx, "delta")(*_args(lam, e, params))[0])
 
 
 def _admissible(ctx, lam, w, e, params, strict=True):
@@ -153,7 +169,7 @@ def _newton(ctx, lam, w, e, params, tol):
 
 
 def _fixed_point(ctx, lam, w, e, params, tol):
-    """Damped iteration e ← ½e + ½I(e) (MATH §5), the fallback for points where Newton fails.
+    """Damped iteration e ← ½e + ½I(e) (docs/theory.md §5.5), the fallback for points where Newton fails.
 
     Near a1 = 0 at small γ the Jacobian is nearly singular and Newton's basin is tiny; this
     iteration still converges (linearly). Returns (e, residual, iterations).
@@ -212,11 +228,37 @@ def _points(ctx, *values):
 
 
 def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
-    """Solve the bulk system at the points (c, γ, a1, s², d) (scalars or arrays, broadcast).
+    """Solve the bulk system e = I(e) at the points (c, γ, a1, s², d) (docs/theory.md §5.5).
 
-    Newton from e = (1/γ, 0, 0) on m Marchenko–Pastur nodes; points that fail fall back to the
-    damped fixed point; then points whose residual on 2m nodes exceeds ``ctx.quad_tol`` are
-    re-solved (warm start) with 2m nodes, until ``ctx.max_nodes``.
+    Newton from e = (1/γ, 0, 0) on m Marchenko–Pastur nodes; points that fail are solved by the
+    reduced equation if a1 = d = 0, else by the damped fixed point; then points whose residual on
+    2m nodes exceeds ``ctx.quad_tol`` are re-solved (warm start) with 2m nodes, until
+    ``ctx.max_nodes``.
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    c, gamma, a1, s2, d : scalars or arrays, broadcast to P points
+    point_info : dict, optional
+        Added to the ``point`` of a ConvergenceError.
+
+    Returns
+    -------
+    BulkSolution
+        e = (e1, e2, e3) (P, 3) with e1 = ∫ (1 + s²e1λ)/Δ dμ_S, e2 = ∫ λ(γ + s²e2)/Δ dμ_S,
+        e3 = ∫ λβ/Δ dμ_S.
+
+    Raises
+    ------
+    ConvergenceError
+        No convergence, quadrature budget exhausted, or a solution off the branch.
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> sol = solve_bulk(FloatContext(), 2.0, 1e-8, 0.0, 1.0, 0.0)   # a1 = d = 0 at γ = 1e-8
+    >>> sol.e.shape, bool(sol.residual[0] < 1e-12)
+    ((1, 3), True)
     """
     P, (c, gamma, a1, s2, d) = _points(ctx, c, gamma, a1, s2, d)
     params = tuple(v.reshape(P, 1) for v in (ctx.sqrt(c), gamma, a1, s2, d))
@@ -226,7 +268,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
     groups, res_all = [], np.zeros(P)
     while todo.size:
         sub = tuple(p[todo] for p in params)
-        lam, w = mp_nodes(ctx, c[todo], m)
+        lam, w = _mp_nodes(ctx, c[todo], m)
         e_sub, res, conv, it = _newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
         total_it += it
         bad = np.nonzero(~conv | ~_admissible(ctx, lam, w, e_sub, sub))[0]
@@ -240,7 +282,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
             conv_r &= _admissible(ctx, lam[exact], w[exact], e_r, sb)
             e_sub[exact[conv_r]], res[exact[conv_r]] = e_r[conv_r], r_r[conv_r]
             bad = np.setdiff1d(bad, exact[conv_r])
-        if bad.size:  # fallback: the damped fixed point of MATH §5 (slow but sure)
+        if bad.size:  # fallback: the damped fixed point of docs/theory.md §5.5 (slow but sure)
             sb = tuple(p[bad] for p in sub)
             e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
                                                         sb, ctx.tol)
@@ -251,7 +293,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
                                        residuals=ctx.to_float(res[stuck]), iterations=total_it,
                                        point=_describe(point_info, todo[stuck], c, gamma))
         e[todo] = e_sub
-        lam2, w2 = mp_nodes(ctx, c[todo], 2 * m)
+        lam2, w2 = _mp_nodes(ctx, c[todo], 2 * m)
         I2, _ = _fixed_point_map(ctx, lam2, w2, e_sub, sub, jacobian=False)
         fine = _relative_residual(ctx, e_sub, I2) <= ctx.quad_tol
         if fine.any():
@@ -294,42 +336,129 @@ def _check_branch(ctx, sol, info, c, gamma):
 
 
 def bulk_derivative(ctx, sol: BulkSolution):
-    """de/dγ by implicit differentiation of e = I(e; γ): (I − ∫∂g/∂e) ė = ∫∂g/∂γ."""
+    """de/dγ by implicit differentiation of e = I(e; γ).
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    sol : BulkSolution
+        The solution at P points (:func:`solve_bulk`).
+
+    Returns
+    -------
+    array (P, 3)
+        ė solving (I − ∫∂g/∂e dμ_S) ė = ∫∂g/∂γ dμ_S.
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, 1.0, 1.0, 0.0, 0.0)   # f(t) = t: e1 = ∫ dμ_S/(γ + cλ³)
+    >>> bool(bulk_derivative(ctx, sol)[0, 0] < 0)          # F = e1 decreases with γ
+    True
+    """
     JI = sol.integrate(ctx, "bulk-newton")[:, 3:12].reshape(-1, 3, 3)
     dI = sol.integrate(ctx, "bulk-sensitivity")
     return ctx.solve(ctx.convert(np.eye(3))[None] - JI, dI)
 
 
 def traces(ctx, sol: BulkSolution, e_dot):
-    """The nine traces T (P, 9) and their γ-derivatives Ṫ = ∂T/∂γ + (∂T/∂e) ė (P, 9)."""
-    order = {kind: i for i, kind in enumerate(KERNEL_ORDER)}
-    moments = [(order[kind], j) for _, kind, j in TRACES]
+    """The nine traces T and their γ-derivatives Ṫ = ∂T/∂γ + (∂T/∂e) ė (docs/theory.md §6.3).
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    sol : BulkSolution
+    e_dot : array (P, 3)
+        ė = de/dγ (:func:`bulk_derivative`).
+
+    Returns
+    -------
+    T, T_dot : arrays (P, 9)
+        T = ∫ λ^j {q, k, r}(λ) dμ_S in the order of ``symattn.systems.attention.TRACES``.
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, 1.0, 1.0, 0.0, 0.0)
+    >>> T, T_dot = traces(ctx, sol, bulk_derivative(ctx, sol))
+    >>> bool(abs(T[0, 0] - sol.e[0, 0]) < 1e-12)           # T_Q^(0) = ∫ q dμ_S = e1
+    True
+    """
+    moments = list(TRACE_MOMENTS)
     moments += [(3 + i, j) for i, j in moments]
     vals = sol.integrate(ctx, "resolvent-kernels", extra=e_dot, moments=moments)
     return vals[:, :9], vals[:, 9:]
 
 
 def kernel_coefficients(ctx, a1, gram, rank: int):
-    """𝒜 = a1 Λ(𝔊), the coefficients of the low-rank kernel part (1/p) E 𝒜 Eᵀ: array (P, m, m)."""
+    """𝒜 = a1 Λ(𝔊), the coefficients of the low-rank kernel part (1/p) E 𝒜 Eᵀ (docs/theory.md §6.2).
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    a1 : array (P,) or scalar
+    gram : array (P, 1 + 2r, 1 + 2r)
+        Gram matrices 𝔊 of (μ, w_K, w_Q).
+    rank : int
+        r.
+
+    Returns
+    -------
+    array (P, 2 + 2r, 2 + 2r)
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> float(kernel_coefficients(FloatContext(), 2.0, np.eye(3)[None], 1)[0, 0, 1])   # a1 Λ01 = a1
+    2.0
+    """
     P = gram.shape[0]
     dtype = object if ctx.name == "mpmath" else float
-    L = compiled(f"lambda-r{rank}", ctx.lambdify_modules)(*gram_values(gram), P=P, dtype=dtype)
+    L = _kernel(ctx, f"lambda-r{rank}")(*gram_values(gram), P=P, dtype=dtype)
     return np.asarray(a1).reshape(-1, 1, 1) * L
 
 
 def woodbury(ctx, T, T_dot, A, gram, rank: int, rc):
-    """F = Γ00 − eᵀu and F' = Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = Ĉ(I + ΓĈ)^{-1}e (arrays of shape (P,)).
+    """F and F'(γ) from the traces by the Woodbury identity (docs/theory.md §6.6).
 
-    ``A`` (P, m, m) is the coefficient matrix 𝒜 of the low-rank kernel part (a1 Λ in MATH §6).
+    F = Γ00 − eᵀu and F' = Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = Ĉ(I + ΓĈ)^{-1}e, e = Γ[:, 0].
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    T, T_dot : arrays (P, 9)
+        The traces and their γ-derivatives (:func:`traces`).
+    A : array (P, m, m)
+        The coefficient matrix 𝒜 of the low-rank kernel part (a1 Λ: :func:`kernel_coefficients`).
+    gram : array (P, 1 + 2r, 1 + 2r)
+    rank : int
+    rc : array (P,)
+        √c.
+
+    Returns
+    -------
+    F, F_dot : arrays (P,)
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, 1.0, 1.0, 0.0, 0.0)
+    >>> T, T_dot = traces(ctx, sol, bulk_derivative(ctx, sol))
+    >>> G = np.zeros((1, 3, 3))
+    >>> F, F_dot = woodbury(ctx, T, T_dot, kernel_coefficients(ctx, 1.0, G, 1), G, 1, np.sqrt([0.5]))
+    >>> bool(abs(F[0] - sol.e[0, 0]) < 1e-12)              # 𝔊 = 0: F = e1
+    True
     """
-    mods = ctx.lambdify_modules
     P = T.shape[0]
     dtype = object if ctx.name == "mpmath" else float
     gv = gram_values(gram)
-    Gam = compiled(f"gamma-r{rank}", mods)(*T.T, *gv, rc, P=P, dtype=dtype)
-    Gdot = compiled(f"gamma-dot-r{rank}", mods)(*T_dot.T, *gv, rc, P=P, dtype=dtype)
+    Gam = _kernel(ctx, f"gamma-r{rank}")(*T.T, *gv, rc, P=P, dtype=dtype)
+    Gdot = _kernel(ctx, f"gamma-dot-r{rank}")(*T_dot.T, *gv, rc, P=P, dtype=dtype)
     m = A.shape[-1]
-    Ch = compiled(f"c-hat-r{rank}", mods)(*[A[:, i, j] for i in range(m) for j in range(m)], rc, P=P, dtype=dtype)
+    Ch = _kernel(ctx, f"c-hat-r{rank}")(*[A[:, i, j] for i in range(m) for j in range(m)], rc, P=P, dtype=dtype)
     M = ctx.convert(np.eye(Gam.shape[-1]))[None] + Gam @ Ch
     e, e_dot = Gam[:, :, 0], Gdot[:, :, 0]
     u = np.einsum("pij,pj->pi", Ch, ctx.solve(M, e))
@@ -338,33 +467,130 @@ def woodbury(ctx, T, T_dot, A, gram, rank: int, rc):
     return F, F_dot
 
 
-def attention_error(ctx, c, gamma, a1, s2, d, gram, rank: int, point_info=None, coefficients=None):
-    """E_A(γ) = −γ² F'(γ) at P points; returns (E_A, F, bulk solution).
+def attention_at(ctx, sol: BulkSolution, gram, rank: int, coefficients=None, points=None):
+    """E_A(γ) = −γ² F'(γ) and F at the bulk solution ``sol`` (docs/theory.md §6).
 
-    ``coefficients``: optional 𝒜 (P, m, m) replacing a1 Λ(𝔊) in the Woodbury step.
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    sol : BulkSolution
+        The bulk solution at P points (:func:`solve_bulk`).
+    gram : array (1 + 2r, 1 + 2r) or (Q, 1 + 2r, 1 + 2r)
+        Gram matrices 𝔊 of (μ, w_K, w_Q), broadcast against the points.
+    rank : int
+    coefficients : array (Q, m, m), optional
+        𝒜 replacing a1 Λ(𝔊) in the Woodbury step.
+    points : int array (Q,), optional
+        For each output point, the index of its bulk point (default: the P bulk points, in
+        order): one bulk solution serves several geometries.
+
+    Returns
+    -------
+    E, F : arrays (Q,)
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, 1.0, 1.0, 0.0, 0.0)
+    >>> G = np.stack([np.zeros((3, 3)), np.ones((3, 3))])   # two geometries, one bulk point
+    >>> E, F = attention_at(ctx, sol, G, 1, points=np.array([0, 0]))
+    >>> E.shape, bool(E[1] != E[0])
+    ((2,), True)
     """
-    sol = solve_bulk(ctx, c, gamma, a1, s2, d, point_info)
     T, T_dot = traces(ctx, sol, bulk_derivative(ctx, sol))
-    P = sol.e.shape[0]
-    gram = np.broadcast_to(ctx.convert(gram), (P,) + np.shape(gram)[-2:])
     rc, g, a1v = (p[:, 0] for p in sol.params[:3])
+    if points is not None:
+        T, T_dot, rc, g, a1v = (v[points] for v in (T, T_dot, rc, g, a1v))
+    P = T.shape[0]
+    gram = np.broadcast_to(ctx.convert(gram), (P,) + np.shape(gram)[-2:])
     A = kernel_coefficients(ctx, a1v, gram, rank) if coefficients is None else np.broadcast_to(
         coefficients, (P,) + np.shape(coefficients)[-2:])
     F, F_dot = woodbury(ctx, T, T_dot, A, gram, rank, rc)
-    return -(g**2) * F_dot, F, sol
+    return -(g**2) * F_dot, F
+
+
+def attention_error(ctx, c, gamma, a1, s2, d, gram, rank: int, point_info=None, coefficients=None):
+    """E_A(γ) = −γ² F'(γ) at P points (docs/theory.md §6).
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    c, gamma, a1, s2, d : scalars or arrays, broadcast to P points
+        c = p/n, the ridge γ and the kernel constants a1, s² = ν − a1², d.
+    gram : array (1 + 2r, 1 + 2r) or (P, 1 + 2r, 1 + 2r)
+    rank : int
+    point_info : dict, optional
+        Added to the ``point`` of a ConvergenceError.
+    coefficients : array (P, m, m), optional
+        𝒜 replacing a1 Λ(𝔊) in the Woodbury step.
+
+    Returns
+    -------
+    E, F : arrays (P,)
+    sol : BulkSolution
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> E, F, sol = attention_error(FloatContext(), 0.5, [0.1, 1.0], 1.0, 0.0, 0.0, np.zeros((3, 3)), 1)
+    >>> E.shape, bool(E[0] < E[1])
+    ((2,), True)
+    """
+    sol = solve_bulk(ctx, c, gamma, a1, s2, d, point_info)
+    E, F = attention_at(ctx, sol, gram, rank, coefficients)
+    return E, F, sol
 
 
 def bulk_error(ctx, c, gamma, a1, s2, d, point_info=None):
-    """E_bulk(γ) = −γ² de1/dγ for the bulk system alone (μ = 0, w = 0); returns (E, e1, solution)."""
+    """E_bulk(γ) = −γ² de1/dγ for the bulk system alone (μ = 0, w = 0; docs/theory.md §5).
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    c, gamma, a1, s2, d : scalars or arrays, broadcast to P points
+    point_info : dict, optional
+
+    Returns
+    -------
+    E : array (P,)
+    e1 : array (P,)
+    sol : BulkSolution
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> E, e1, _ = bulk_error(FloatContext(), 0.5, 1.0, 1.0, 0.0, 0.0)
+    >>> bool(0 < E[0] < 1)
+    True
+    """
     sol = solve_bulk(ctx, c, gamma, a1, s2, d, point_info)
     g = sol.params[1][:, 0]
     return -(g**2) * bulk_derivative(ctx, sol)[:, 0], sol.e[:, 0], sol
 
 
 def linear_error(ctx, c, gamma, snr):
-    """E_LR(γ) from the closed form of MATH §3, on P points (lambdified; mpmath point by point)."""
+    """E_LR(γ) from the closed form of docs/theory.md §3, on P points (mpmath point by point).
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    c, gamma, snr : scalars or arrays, broadcast to P points
+        snr = ‖μ‖².
+
+    Returns
+    -------
+    array (P,)
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> E = linear_error(FloatContext(), 2.0, [1e-9, 1e9], 0.0)   # c > 1: E_LR → 0 as γ → 0, → 1 as γ → ∞
+    >>> bool(E[0] < 1e-15), bool(abs(E[1] - 1) < 1e-8)
+    (True, True)
+    """
     P, (c, gamma, snr) = _points(ctx, c, gamma, snr)
-    fn = compiled("linear", ctx.lambdify_modules)
+    fn = _kernel(ctx, "linear")
     if ctx.name == "numpy":
         return fn(np.sqrt(c), gamma, snr)[0]
     return np.array([fn(ctx.sqrt(c[i:i + 1])[0], gamma[i], snr[i])[0] for i in range(P)], dtype=object)

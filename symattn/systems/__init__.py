@@ -1,4 +1,4 @@
-"""Symbolic layer: the deterministic-equivalent systems as SymPy objects (MATH.md §3, §5, §6)."""
+"""Symbolic layer: the deterministic-equivalent systems as SymPy objects (docs/theory.md §3, §5, §6)."""
 
 from .attention import TRACES, attention_system, woodbury_output
 from .base import SymbolicSystem

@@ -1,4 +1,4 @@
-r"""The attention system (Theorem 1; MATH.md §6 and the rank-r preface).
+r"""The attention system (Theorem 1; docs/theory.md §6 and the rank-r preface).
 
 Built on the bulk system. With the nine trace limits at the bulk solution
 
@@ -11,7 +11,7 @@ columns b_j), Ĉ = [[0, Cᵀ], [C, 0]], the Gram matrix Γ = UᵀH0^{-1}U of the
 
   F(γ) = Γ[b0, b0] − eᵀ Ĉ (I + Γ Ĉ)^{-1} e,       E_A(γ) = −γ² F'(γ).
 
-For rank one (r = 1) this is the 10×10 system of MATH §6.
+For rank one (r = 1) this is the 10×10 system of docs/theory.md §6.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def coupling_matrix(A: sp.Matrix) -> sp.Matrix:
     r"""C (rows a0..a_{N-1}, columns b0..b_{N-1}, N = 3 + 2r) with Δ/√n = Σ C_ij a_i b_jᵀ.
 
     ``A`` is the coefficient matrix of the low-rank kernel part L = (1/p) E A Eᵀ; in the
-    linearised model (MATH §4, §6) A = a1 Λ. Then
+    linearised model (docs/theory.md §4, §6) A = a1 Λ. Then
     C[a0, b1] = 1;  C[a0, b0] += A00/c;  C[a0, b_{σ(j)}] += A0j/√c (j ≥ 1);
     C[a_{i+1}, b_{σ(j)}] += ω_ij A_ij,  σ(0) = 0, σ(j) = j + 1,
     ω00 = 1/√c, ω0j = ωi0 = 1, ωij = √c (i, j ≥ 1).
@@ -100,7 +100,7 @@ def coefficient_symbols(m: int) -> sp.Matrix:
 
 
 def gram_gamma(G: sp.Matrix) -> sp.Matrix:
-    r"""Γ = UᵀH0^{-1}U in the order (b0, b1, b2.., a0, a1, a2..), MATH §6, in the nine traces."""
+    r"""Γ = UᵀH0^{-1}U in the order (b0, b1, b2.., a0, a1, a2..), docs/theory.md §6, in the nine traces."""
     TQ0, TQ1, TQK0, TQK1, TQK2, TKQK0, TKQK1, TKQK2, TKQK3 = TRACE_SYMBOLS
     k = G.shape[0]  # number of vectors μ, w_K.., w_Q..
     N = 2 + k

@@ -1,4 +1,4 @@
-r"""The bulk system (μ = 0, w = 0): the paper's Proposition 1 (MATH.md §5).
+r"""The bulk system (μ = 0, w = 0): the paper's Proposition 1 (docs/theory.md §5).
 
 Φᵀ Φ/n = c K0 S K0 with K0 = a1(S − I) + d I + s N/√p. For λ ≥ 0 define
 

@@ -1,4 +1,4 @@
-r"""The finite-p corrected attention system, held symbolically (docs/finite_p.md).
+r"""The finite-p corrected attention system, held symbolically (docs/theory.md §10.3).
 
 Latent reduction (exact for Gaussian Z). Let Ṽ be an orthonormal basis of span(μ, w_K, w_Q)
 (dimension k), g̃_i = Ṽᵀz_i ~ N(0, I_k), u_i = y_i m + g̃_i (m = Ṽᵀμ) and Z^⊥ = (I − ṼṼᵀ)Z.

@@ -1,4 +1,4 @@
-r"""The Marchenko–Pastur law μ_S of S = ZᵀZ/p (n×n, ratio n/p = 1/c), MATH.md §1.
+r"""The Marchenko–Pastur law μ_S of S = ZᵀZ/p (n×n, ratio n/p = 1/c), docs/theory.md §1.
 
   ρ(λ) = c √((b−λ)(λ−a)) / (2πλ)  on [a, b] = [(1 − c^{-1/2})², (1 + c^{-1/2})²],
   plus an atom of mass (1 − c)_+ at λ = 0.

@@ -1,9 +1,9 @@
-r"""The SymPy symbols shared by every system, named as in MATH.md.
+r"""The SymPy symbols shared by every system, named as in docs/theory.md.
 
 - ``c`` = p/n, ``gamma`` = γ (the ridge; z = −γ), ``lam`` = λ (eigenvalue of S = ZᵀZ/p);
-- ``a1``, ``s2`` = s² = ν − a1², ``d``: the constants of the linearised kernel (MATH §4);
+- ``a1``, ``s2`` = s² = ν − a1², ``d``: the constants of the linearised kernel (docs/theory.md §4);
 - ``m2`` = ‖μ‖² (the signal-to-noise ratio ``snr``);
-- ``e1, e2, e3``: the bulk unknowns (MATH §5);
+- ``e1, e2, e3``: the bulk unknowns (docs/theory.md §5);
 - ``rc`` = √c, used only when compiling (so that compiled integrands are rational).
 """
 

@@ -1,0 +1,96 @@
+r"""``symattn codegen``: write a standalone numpy-only solver module for one activation."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..formatting import finite_or_none
+from .common import EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, finish_command, print_json
+
+HELP = "write a standalone numpy-only solver module for one activation"
+DESCRIPTION = """
+    Writes a self-contained Python module that solves the deterministic equivalents of
+    E_attention and E_linear for one activation ACT (a catalog name or a SymPy expression in
+    x). It needs only numpy at run time (no sympy, no symattn). It carries symattn's own solver
+    runtime verbatim (Newton with backtracking, the damped fixed point, the a1 = d = 0 reduced
+    equation, quadrature doubling, the branch check, implicit differentiation and the Woodbury
+    step: docs/theory.md §5-6) and, for ACT, the Hermite constants a1, s^2 = nu - a1^2 and d
+    folded in as float64 literals and the kernels of the bulk and attention systems (their
+    Jacobian and gamma-derivatives) printed from the SymPy systems with common-subexpression
+    elimination. So it gives the numbers of 'symattn solve' (to float64 rounding of the
+    constants), vectorised over c, gamma and the geometry. Its docstring carries the equations
+    in LaTeX and the provenance (activation, symattn version, date).
+
+    The module is a command line (python solver.py --c C [C ...] --gamma G [G ...]
+    [geometry] [--model attention|linear|both] [--json], printing the keys of
+    'symattn solve --json') and a library (memorization_error, attention_error,
+    linear_error, aligned). --dps D sets the digits of the Hermite constants (mpmath)
+    before they are rounded to float64; run-time arithmetic is float64 in any case.
+
+    JSON (with -o FILE): {"activation", "output", "lines", "dps", "diagonal", "rank", "a0",
+    "a1", "nu", "d"}; with -o - (standard output): {"activation", "output": null, "source"}."""
+EXAMPLES = [
+    "# worked example: a Gaussian-windowed activation, from expression to numbers",
+    "symattn hermite 'x*exp(-x**2/2)'                 # a1, nu, d",
+    "symattn codegen 'x*exp(-x**2/2)' -o gauss_solver.py",
+    "python gauss_solver.py --c 0.5 --gamma 0.01 0.1 1 --aligned --snr 1 --json",
+    "python -c 'import gauss_solver as s; print(s.memorization_error(0.5, [0.1, 1], "
+    "model=\"both\", **s.aligned(1.0)))'",
+    "symattn solve -a 'x*exp(-x**2/2)' --c 0.5 --gamma 0.01 0.1 1 --aligned --snr 1 --json   # same numbers",
+    "# more",
+    "symattn codegen tanh -o tanh_solver.py --dps 50",
+    "symattn codegen he3 --diagonal zero -o he3_solver.py",
+    "symattn codegen 'atan(x)' | less              # print the module",
+]
+NOTES = """The generated module has no finite-p diagonal (symattn solve --n N): d is a literal.
+    See docs/new_activation.md ("Studying a new activation")."""
+
+
+def add_parser(subparsers):
+    p = add_command(subparsers, "codegen", help=HELP, description=DESCRIPTION, examples=EXAMPLES, notes=NOTES)
+    add_activation_arg(p, positional=True)
+    p.add_argument("-o", "--output", default="-", metavar="FILE",
+                   help="where to write the module ('-' for standard output, the default)")
+    p.add_argument("--dps", type=int, default=30, metavar="D",
+                   help="digits of the Hermite constants before rounding to float64, 15 <= D <= 1000 "
+                        "(default 30)")
+    add_diagonal_arg(p)
+    p.add_argument("--rank", type=int, default=1, metavar="R",
+                   help="rank r of W_K^T W_Q - I (default 1; r > 1 takes the geometry as --gram)")
+    return finish_command(p, run)
+
+
+def run(args) -> int:
+    from ..activations.activation import activation
+    from ..codegen import command_line, folded_constants, generate_solver
+    from ..errors import ParameterError
+
+    if args.output != "-":
+        parent = Path(args.output).expanduser().resolve().parent
+        if not parent.is_dir() or Path(args.output).is_dir():
+            raise ParameterError("output", args.output, "a file in an existing directory, or '-'")
+    f = activation(args.activation)
+    module = Path(args.output).stem if args.output != "-" else "solver"
+    src = generate_solver(f, dps=args.dps, diagonal=args.diagonal, rank=args.rank, module=module,
+                          command=command_line(args.activation, args.dps, args.diagonal, args.rank, args.output))
+    if args.output == "-":
+        if args.json:
+            return print_json({"activation": f.name, "output": None, "source": src})
+        print(src, end="")
+        return EXIT_OK
+    path = Path(args.output)
+    try:
+        path.write_text(src, encoding="utf-8")
+    except OSError as exc:
+        raise ParameterError("output", args.output, "a writable file path", hint=str(exc)) from None
+    k = folded_constants(f, args.dps, args.diagonal)
+    info = {"activation": f.name, "output": str(path), "lines": src.count("\n"), "dps": args.dps,
+            "diagonal": args.diagonal, "rank": args.rank,
+            **{key: finite_or_none(k[key]) for key in ("a0", "a1", "nu", "d")}}
+    if args.json:
+        return print_json(info)
+    print(f"wrote {path} ({info['lines']} lines): standalone solver for {f.name} "
+          f"(a1 = {info['a1']:.6g}, nu = {info['nu']:.6g}, d = {info['d']:.6g})")
+    print(f"try: python {shlex.quote(str(path))} --c 0.5 --gamma 0.1 1 --json")
+    return EXIT_OK

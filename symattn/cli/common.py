@@ -1,0 +1,221 @@
+r"""What every ``symattn`` command shares: the parser class, exit codes, options, output.
+
+A command module (:mod:`symattn.cli.solve`, ...) builds its subparser with :func:`add_command`,
+adds the shared options (:func:`add_activation_arg`, :func:`add_gamma_arg`,
+:func:`add_geometry_args`, :func:`add_diagonal_arg`, :func:`add_dps_arg`,
+:func:`add_monte_carlo_args`, :func:`add_progress_flag`) and ends with :func:`finish_command`
+(``--json`` and the function that runs it). Output goes through :func:`print_json` (strict JSON,
+:func:`symattn.formatting.dump_json`) or the tables of :func:`~symattn.formatting.format_table`.
+Module-level imports stay light: every command module is imported whenever the parser is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import Callable, Sequence
+
+from ..errors import UsageError
+from ..formatting import dump_json, finite_or_none, fmt, format_table, jsonable
+
+__all__ = [
+    "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_CONVERGENCE", "EXIT_INTERRUPTED",
+    "Parser", "UsageError", "add_command", "finish_command",
+    "GEOMETRY_FLAGS", "add_geometry_args", "geometry_from_args", "geometry_line",
+    "add_json_flag", "add_activation_arg", "add_gamma_arg", "add_diagonal_arg", "add_dps_arg",
+    "add_monte_carlo_args", "add_progress_flag",
+    "print_json", "jsonable", "dump_json", "fmt", "format_table", "finite_or_none",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_CONVERGENCE = 3
+EXIT_INTERRUPTED = 130
+
+#: the old private name of :func:`symattn.formatting.finite_or_none` (float, or None if not finite)
+_float = finite_or_none
+
+
+# ============================================================================ parser plumbing
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors become a one-line message instead of usage + exit.
+
+    Examples
+    --------
+    >>> p = Parser(prog="symattn x")
+    >>> _ = p.add_argument("--n", type=int)
+    >>> try:
+    ...     p.parse_args(["--n", "two"])
+    ... except UsageError as exc:
+    ...     print(exc)
+    argument --n: invalid int value: 'two' (see 'symattn x --help')
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _paragraphs(text: str) -> str:
+    """``text`` re-wrapped to 88 columns, paragraphs (separated by blank lines) kept."""
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), 88) for p in textwrap.dedent(text).strip().split("\n\n"))
+
+
+def add_command(subparsers, name: str, *, help: str, description: str,
+                examples: Sequence[str] = (), notes: str = "") -> Parser:
+    """Create the subparser of one command with a description paragraph and an examples epilog.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``add_parser(subparsers)`` of a command module receives.
+    name : str
+        The command (``symattn NAME``).
+    help : str
+        One line for ``symattn --help``.
+    description : str
+        Re-wrapped to 88 columns (blank lines separate paragraphs).
+    examples : sequence of str
+        Shell lines shown under ``examples:``.
+    notes : str
+        Paragraphs added after the examples.
+
+    Returns
+    -------
+    Parser
+        The subparser.
+
+    Examples
+    --------
+    >>> sub = Parser(prog="symattn").add_subparsers(parser_class=Parser)
+    >>> p = add_command(sub, "hello", help="say hello", description="Says hello.", examples=["symattn hello"])
+    >>> print(p.epilog)
+    examples:
+      symattn hello
+    """
+    epilog = ""
+    if examples:
+        epilog = "examples:\n" + "\n".join("  " + e for e in examples)
+    if notes:
+        epilog += ("\n\n" if epilog else "") + _paragraphs(notes)
+    return subparsers.add_parser(name, help=help, description=_paragraphs(description), epilog=epilog)
+
+
+def finish_command(parser: argparse.ArgumentParser, run: Callable, json: bool = True) -> argparse.ArgumentParser:
+    """The last lines of every ``add_parser``: the ``--json`` flag (if ``json``) and ``func=run``.
+
+    ``run(args)`` returns the exit code (None means 0). Returns ``parser``.
+    """
+    if json:
+        add_json_flag(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def print_json(data) -> int:
+    """Print ``data`` as one line of strict JSON (:func:`symattn.formatting.dump_json`); returns EXIT_OK.
+
+    Examples
+    --------
+    >>> print_json({"E": float("inf")})
+    {"E": null}
+    0
+    """
+    print(dump_json(data))
+    return EXIT_OK
+
+
+# ============================================================================ shared options
+GEOMETRY_FLAGS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
+
+
+def add_geometry_args(parser: argparse.ArgumentParser) -> None:
+    """The geometry flags shared by every command: the Gram matrix of (mu, w_K, w_Q)."""
+    g = parser.add_argument_group(
+        "geometry", "Gram matrix of (mu, w_K, w_Q); W_K^T W_Q = I + w_K w_Q^T. Unset entries are 0.")
+    g.add_argument("--snr", type=float, default=None, metavar="M2", help="||mu||^2 (default 0)")
+    g.add_argument("--wk2", type=float, default=None, metavar="V", help="||w_K||^2 (default 0)")
+    g.add_argument("--wq2", type=float, default=None, metavar="V", help="||w_Q||^2 (default 0)")
+    g.add_argument("--mu-wk", dest="mu_wk", type=float, default=None, metavar="V", help="mu^T w_K (default 0)")
+    g.add_argument("--mu-wq", dest="mu_wq", type=float, default=None, metavar="V", help="mu^T w_Q (default 0)")
+    g.add_argument("--wk-wq", dest="wk_wq", type=float, default=None, metavar="V", help="w_K^T w_Q (default 0)")
+    g.add_argument("--aligned", action="store_true",
+                   help="w_K = w_Q = mu: all six entries equal --snr (cannot be combined with the others)")
+
+
+def geometry_from_args(args):
+    """Build the :class:`~symattn.model.Geometry` that the geometry flags describe.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> geometry_from_args(argparse.Namespace(snr=2.0, aligned=True)).as_dict()["wk_wq"]
+    2.0
+    """
+    from ..errors import ParameterError
+    from ..model import Geometry
+
+    vals = {k: getattr(args, k, None) for k in GEOMETRY_FLAGS}
+    if getattr(args, "aligned", False):
+        extra = [k for k in GEOMETRY_FLAGS[1:] if vals[k] is not None]
+        if extra:
+            raise ParameterError("aligned", True, "without --" + "/--".join(k.replace("_", "-") for k in extra),
+                                 hint="--aligned sets w_K = w_Q = mu from --snr alone")
+        return Geometry.aligned(0.0 if vals["snr"] is None else vals["snr"])
+    return Geometry(**{k: (0.0 if v is None else v) for k, v in vals.items()})
+
+
+def geometry_line(geometry) -> str:
+    """``geometry: snr=..., wk2=..., ...``: the line that the text output prints for a Geometry."""
+    return "geometry: " + ", ".join(f"{k}={fmt(v)}" for k, v in geometry.as_dict().items())
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    """``--json``: one JSON object instead of a table."""
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object instead of a table (non-finite numbers -> null)")
+
+
+def add_activation_arg(parser: argparse.ArgumentParser, positional: bool = False, default: str = "tanh") -> None:
+    """The activation: positional ``ACT`` or ``--activation/-a ACT`` (default ``default``)."""
+    h = ("activation: a catalog name (tanh, erf, relu, he3, ...) or a SymPy expression in x, "
+         "e.g. 'x*erf(x)'")
+    if positional:
+        parser.add_argument("activation", metavar="ACT", help=h)
+    else:
+        parser.add_argument("--activation", "-a", default=default, metavar="ACT", help=h + f" (default {default})")
+
+
+def add_gamma_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--gamma/-g G [G ...]``: the ridge values."""
+    parser.add_argument("--gamma", "-g", type=float, nargs="+", required=required, metavar="G",
+                        help="ridge values gamma > 0 (one or more)")
+
+
+def add_diagonal_arg(parser: argparse.ArgumentParser) -> None:
+    """``--diagonal f|zero``: the kernel diagonal (f applied, or zeroed)."""
+    parser.add_argument("--diagonal", choices=("f", "zero"), default="f",
+                        help="diagonal of the kernel: f applied (d = lim f(sqrt p)/sqrt p) or zeroed "
+                             "(d = 0; required for superlinear f such as he3). Default f")
+
+
+def add_dps_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--dps D``: mpmath digits, 15 <= D <= 1000, default 30; ``what`` starts the help text."""
+    parser.add_argument("--dps", type=int, default=30, metavar="D", help=f"{what}, 15 <= D <= 1000 (default 30)")
+
+
+def add_monte_carlo_args(parser: argparse.ArgumentParser, *, seed_help: str, backend_help: str,
+                         device_help: str) -> None:
+    """``--seed S``, ``--backend numpy|torch`` and ``--device DEV`` of the Monte Carlo commands."""
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help=seed_help)
+    parser.add_argument("--backend", choices=("numpy", "torch"), default="numpy", help=backend_help)
+    parser.add_argument("--device", default=None, metavar="DEV", help=device_help)
+
+
+def add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress``: no progress bar."""
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")

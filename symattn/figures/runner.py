@@ -1,0 +1,240 @@
+r"""What the figures compute: the sizes of a run, its Monte Carlo jobs, and the theory values.
+
+:class:`Settings` holds every size of a reproduction (:data:`QUICK`, :data:`FULL`). Each figure
+first *plans* its Monte Carlo runs on a :class:`Runner` (deduplicated by key, so figures share
+runs), the runner simulates them all under one progress bar, and the figure then reads them
+back with :func:`mc_at`. :func:`theory` evaluates the deterministic equivalent
+(:func:`symattn.memorization_error`) for the lines, with the finite-p diagonal d_n at the
+simulated n (docs/theory.md §1), and :func:`finite_p_theory` the finite-p corrected theory
+(docs/theory.md §10) at strong-signal points.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..montecarlo import blas_threads
+from .records import STRONG_SIGNAL_T
+
+__all__ = ["Settings", "QUICK", "FULL", "Job", "Runner", "synthetic_gammas", "mc_at", "theory",
+           "finite_p_theory", "strength", "model_of"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sizes of one reproduction run (:data:`QUICK`, :data:`FULL`, or your own via ``replace``).
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> replace(QUICK, n=200, draws=3).n, FULL.n
+    (200, 1500)
+    """
+
+    name: str = "quick"
+    n: int = 400                     # tokens of the synthetic Monte Carlo (p = round(c n))
+    draws: int = 5
+    seed: int = 0
+    curve_points: int = 25           # points of each theory line
+    gamma_fixed: float = 0.1         # γ of the sweeps over c, ‖μ‖², θ
+    # μ = 0 figure
+    mu0_gammas: tuple = (0.01, 0.1, 1.0, 10.0)
+    mu0_cs: tuple = (0.5, 1.0, 2.0)
+    mu0_snrs: tuple = (1.0, 2.0, 4.0)
+    # aligned figure
+    aligned_c: float = 0.5
+    aligned_snr: float = 1.0
+    aligned_thetas: tuple = (0.0, 1.0, 2.0, 3.0)
+    aligned_gammas: tuple = (0.01, 1.0, 10.0)
+    heat_points: int = 21
+    # a1 = 0 figure
+    a1zero_cs: tuple = (0.5, 1.0, 2.0, 4.0)
+    a1zero_snrs: tuple = (0.0, 1.0, 2.0, 4.0)
+    # real weights
+    real_c: float = 0.5
+    real_draws: int = 4
+    real_layers: tuple = (0, 1, 2, 3, 4, 5)
+    real_ranks: tuple = (0, 1, 4)
+    real_gammas: tuple = (0.01, 0.1, 1.0, 10.0)
+    real_snr: float = 1.0
+    real_scale: str = "unit"
+    real_activation: str = "tanh"
+    # Monte Carlo backend
+    backend: str = "numpy"
+    device: str | None = None
+
+
+QUICK = Settings()
+FULL = Settings(name="full", n=1500, draws=8, curve_points=49, mu0_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0, 100.0),
+                mu0_cs=(0.25, 0.5, 1.0, 2.0, 4.0), mu0_snrs=(0.5, 1.0, 2.0, 4.0),
+                aligned_thetas=(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0), aligned_gammas=(1e-3, 0.01, 1.0, 10.0, 100.0),
+                heat_points=41, a1zero_cs=(0.25, 0.5, 1.0, 2.0, 4.0), a1zero_snrs=(0.0, 0.5, 1.0, 2.0, 4.0),
+                real_draws=8, real_ranks=(0, 1, 2, 4, 8), real_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0))
+
+
+# ============================================================================ Monte Carlo jobs
+@dataclass
+class Job:
+    """One :func:`symattn.simulate` call; its result gives every γ of ``gammas`` at once."""
+
+    f: object
+    n: int
+    c: float
+    gammas: tuple
+    draws: int
+    geometry: object = None
+    diagonal: str = "f"
+    W: object = None
+    mu: object = None
+    models: tuple = ("attention", "linear")
+    result: object = None
+
+
+class Runner:
+    """Collects the Monte Carlo jobs of all figures (deduplicated by key) and runs them under one
+    progress bar (total = all draws).
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> runner = Runner(replace(QUICK, n=40, draws=2), progress=False)
+    >>> key = runner.synthetic("tanh", 1.0)
+    >>> runner.synthetic("tanh", 1.0) == key, len(runner.jobs)      # the same run is planned once
+    (True, 1)
+    >>> runner.run()
+    >>> mean, sem = mc_at(runner.result(key), "attention", 0.1)
+    >>> 0 < mean < 1
+    True
+    """
+
+    def __init__(self, settings: Settings, progress=None):
+        self.settings = settings
+        self.progress = progress
+        self.jobs: dict = {}
+        self.context: dict = {}  # data a figure's plan hands to its make (e.g. the loaded weights)
+
+    def add(self, key, job: Job):
+        """Plan ``job`` under ``key`` unless a job with that key is planned already; returns ``key``."""
+        if key not in self.jobs:
+            self.jobs[key] = job
+        return key
+
+    def synthetic(self, f, c, geometry=None, diagonal="f", linear=False):
+        """The standard synthetic job: n = settings.n, every γ the figures need. E_LR is simulated
+        too when some caller asks for it (``linear=True``); the key does not depend on that."""
+        from ..activations.activation import activation
+        from ..model import as_geometry
+
+        s = self.settings
+        f = activation(f)
+        geo = as_geometry(geometry)
+        key = ("syn", f.name, float(c), geo.gram.tobytes(), geo.rank, diagonal)
+        self.add(key, Job(f=f, n=s.n, c=float(c), gammas=synthetic_gammas(s), draws=s.draws,
+                          geometry=geo, diagonal=diagonal, models=("attention",)))
+        if linear:
+            self.jobs[key].models = ("attention", "linear")
+        return key
+
+    def run(self, echo=None):
+        """Simulate every planned job that has no result yet (one BLAS thread at small n)."""
+        from tqdm.auto import tqdm
+
+        from ..montecarlo import simulate
+
+        s = self.settings
+        todo = [j for j in self.jobs.values() if j.result is None]
+        total = sum(j.draws for j in todo)
+        show = self.progress
+        if show is None:
+            try:
+                show = s.name == "full" or sys.stderr.isatty()
+            except (AttributeError, ValueError):
+                show = False
+        with tqdm(total=total, desc=f"reproduce ({s.name}) Monte Carlo", unit="draw", file=sys.stderr,
+                  disable=not show) as bar:
+            for job in todo:
+                kw = dict(geometry=job.geometry) if job.W is None and job.mu is None else dict(W=job.W, mu=job.mu)
+                with blas_threads(job.n, s.backend):
+                    job.result = simulate(job.f, n=job.n, c=job.c, gamma=job.gammas, draws=job.draws,
+                                          seed=s.seed, backend=s.backend, device=s.device, diagonal=job.diagonal,
+                                          progress=False, models=job.models, **kw)
+                bar.update(job.draws)
+
+    def result(self, key):
+        """The :class:`~symattn.montecarlo.SimulationResult` of the job ``key`` (after :meth:`run`)."""
+        return self.jobs[key].result
+
+
+def synthetic_gammas(s: Settings) -> tuple:
+    """Every γ that a synthetic job must simulate: those of the μ = 0 and aligned figures and γ_fixed."""
+    return tuple(sorted(set(map(float, s.mu0_gammas + s.aligned_gammas + (s.gamma_fixed,)))))
+
+
+def mc_at(result, model: str, gamma: float):
+    """(mean, sem) of ``model`` at ``gamma`` from a SimulationResult (KeyError if γ was not simulated)."""
+    i = int(np.argmin(np.abs(np.log(result.gamma) - math.log(gamma))))
+    if not math.isclose(float(result.gamma[i]), gamma, rel_tol=1e-9):
+        raise KeyError(f"gamma={gamma} was not simulated")
+    mean = getattr(result, f"{model}_mean")[i]
+    sem = getattr(result, f"{model}_sem")[i]
+    return float(mean), float(sem)
+
+
+def model_of(act: str):
+    """(model, activation) of a curve name: ``"linear"`` is E_LR (simulated with the tanh runs)."""
+    return ("linear", "tanh") if act == "linear" else ("attention", act)
+
+
+# ============================================================================ theory
+def theory(f, c, gamma, geometry=None, n=None, diagonal="f", model="attention", correction=None) -> np.ndarray:
+    """:func:`symattn.memorization_error` as a float array; points where the solver does not
+    converge are NaN (reported, not fatal).
+
+    Examples
+    --------
+    >>> round(float(theory("tanh", 1.0, 0.1, model="linear")), 6)
+    0.156174
+    """
+    import warnings
+
+    from ..errors import ConvergenceError
+    from ..theory import memorization_error
+
+    try:
+        with warnings.catch_warnings():  # strong signals are flagged in the CSV (t), not warned about
+            warnings.filterwarnings("ignore", message=".*finite-p signal strength.*")
+            return np.asarray(memorization_error(f, c, gamma, geometry=geometry, model=model, n=n,
+                                                 diagonal=diagonal, correction=correction), dtype=float)
+    except ConvergenceError:
+        if np.ndim(c) == 0 and np.ndim(gamma) == 0:
+            return np.asarray(np.nan)
+        # retry point by point so that one bad point does not lose the whole line
+        cc, gg = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
+        out = np.empty(cc.shape)
+        for idx in np.ndindex(cc.shape):
+            out[idx] = theory(f, float(cc[idx]), float(gg[idx]), geometry, n, diagonal, model, correction)
+        return out
+
+
+def finite_p_theory(f, c, gamma, geometry, n, t, diagonal="f", model="attention"):
+    """The finite-p corrected E_A at a strong-signal attention point (|t| > STRONG_SIGNAL_T), else None."""
+    if model != "attention" or t is None or abs(t) <= STRONG_SIGNAL_T:
+        return None
+    return float(theory(f, c, gamma, geometry, n=n, diagonal=diagonal, correction="finite-p"))
+
+
+def strength(geometry, p: int) -> float:
+    """t = (‖μ‖² + Σ_k μᵀw_K^{(k)} μᵀw_Q^{(k)})/√p (docs/theory.md §10.1).
+
+    Examples
+    --------
+    >>> strength({"snr": 2.0}, 400)
+    0.1
+    """
+    from ..model import as_geometry
+
+    return float(as_geometry(geometry).strength(p))
