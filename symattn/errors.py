@@ -81,3 +81,8 @@ class FiniteSizeWarning(UserWarning):
 
 class QuadratureWarning(RuntimeWarning):
     """A quadrature did not reach the requested accuracy (or ran in float precision)."""
+
+
+class UnsupportedIntegrand(SymattnError):
+    """Internal: a Gaussian expectation has no closed form of the supported shapes (the exact
+    Hermite path then falls back to numeric quadrature; never seen by a user)."""

@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ParameterError, SymattnError
-from .model import as_geometry, check_c, check_diagonal, check_gamma, check_int, dimension
+from .model import MODELS, as_geometry, check_c, check_diagonal, check_gamma, check_int, dimension
 
-MODELS = ("attention", "linear")
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
 METHODS = ("auto", "eigh", "tridiagonal")

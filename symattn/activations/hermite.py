@@ -32,7 +32,7 @@ from mpmath import mp
 import numpy as np
 import sympy as sp
 from mpmath.calculus.quadrature import TanhSinh
-from ..errors import QuadratureWarning
+from ..errors import QuadratureWarning, UnsupportedIntegrand
 
 __all__ = [
     "hermite_normalised_mp",
@@ -322,10 +322,6 @@ def _poly_erf_expectation(P: dict, alpha, beta):
     return total
 
 
-class _Unsupported(Exception):
-    pass
-
-
 def _parse_term(term, x):
     """term = coef · x^m · exp(q2x²+q1x+q0) · [erf(αx+β)] -> (coef, m, (q2,q1,q0), (α,β) | None)."""
     coef = sp.Integer(1)
@@ -346,24 +342,24 @@ def _parse_term(term, x):
         elif isinstance(fac, sp.erf) and erf_arg is None:
             erf_arg = fac.args[0]
         else:
-            raise _Unsupported(fac)
+            raise UnsupportedIntegrand(fac)
     try:
         qp = sp.Poly(sp.expand(q), x)
     except sp.PolynomialError:
-        raise _Unsupported(q) from None
+        raise UnsupportedIntegrand(q) from None
     if qp.degree() > 2:
-        raise _Unsupported(q)
+        raise UnsupportedIntegrand(q)
     q2, q1, q0 = (qp.coeff_monomial(x ** j) for j in (2, 1, 0))
     if not (sp.re(1 - 2 * q2) > 0) or sp.im(q2) != 0:
-        raise _Unsupported("non-integrable exponential")
+        raise UnsupportedIntegrand("non-integrable exponential")
     ab = None
     if erf_arg is not None:
         try:
             ep = sp.Poly(sp.expand(erf_arg), x)
         except sp.PolynomialError:
-            raise _Unsupported(erf_arg) from None
+            raise UnsupportedIntegrand(erf_arg) from None
         if ep.degree() > 1:
-            raise _Unsupported(erf_arg)
+            raise UnsupportedIntegrand(erf_arg)
         ab = (ep.coeff_monomial(x), ep.coeff_monomial(1))
     return coef, m, (q2, q1, q0), ab
 
@@ -394,14 +390,14 @@ def exact_gaussian_expectation(g, x, lo=-sp.oo, hi=sp.oo, simplify: bool = True)
                 total += coef * _poly_exp_integral({m: sp.Integer(1)}, q2, q1, q0, lo, hi)
             else:
                 if not whole:
-                    raise _Unsupported("erf on a half-line")
+                    raise UnsupportedIntegrand("erf on a half-line")
                 tau = 1 - 2 * q2
                 s = 1 / sp.sqrt(tau)
                 mu = q1 / tau
                 C = sp.exp(q0 + q1 ** 2 / (2 * tau)) * s
                 alpha, beta = ab
                 total += coef * C * _poly_erf_expectation(_shifted_power(m, mu, s), alpha * s, alpha * mu + beta)
-    except _Unsupported:
+    except UnsupportedIntegrand:
         return None
     if total.has(sp.I):
         # erf of an imaginary argument is i·erfi: make that explicit so that I cancels

@@ -83,14 +83,9 @@ def bulk_points(f, c, gamma, backend="numpy", dps=30, diagonal="f"):
 
 def _bulk_points(f, c, gamma, backend, dps, diagonal):
     import symattn as sa
-    from symattn.backends import solver
 
-    f = sa.activation(f)
-    ctx = _ctx(backend, dps)
-    with ctx:
-        k = sa.kernel_constants(f, diagonal=diagonal, dps=ctx.dps if ctx.name == "mpmath" else None)
-        E, _, sol = solver.bulk_error(ctx, ctx.convert(c), ctx.convert(gamma), k.a1, k.s2, k.d)
-    return np.asarray(E), sol.e
+    r = sa.solve(f, c, gamma, backend=backend, dps=dps if backend == "mpmath" else None, diagonal=diagonal)
+    return np.asarray(r.attention), r.bulk
 
 
 def linear_points(c, gamma, snr=0.0, backend="numpy", dps=30):
