@@ -40,6 +40,22 @@ class ActivationError(SymattnError, ValueError):
     """An activation cannot be built or used as requested (unknown name, bad expression, ...)."""
 
 
+class ExpressionError(ParameterError, ActivationError):
+    """An activation or φ string is outside the safe expression language (symattn.activations.expression).
+
+    Both a :class:`ParameterError` (``name`` is the parameter: 'activation' or 'phi'; ``value``
+    the string, shortened; ``allowed`` what the language allows) and an :class:`ActivationError`.
+    The message names the refused token or construct.
+    """
+
+    def __init__(self, name: str, value, problem: str, allowed: str = "see symattn.activations.expression"):
+        self.name = name
+        self.value = value
+        self.allowed = allowed
+        self.problem = problem
+        Exception.__init__(self, f"invalid {name}={value!r}: {problem}")
+
+
 class ConvergenceError(SymattnError, ArithmeticError):
     """A deterministic-equivalent solver failed to converge, or converged to the wrong branch.
 
@@ -81,6 +97,35 @@ class FiniteSizeWarning(UserWarning):
 
 class QuadratureWarning(RuntimeWarning):
     """A quadrature did not reach the requested accuracy (or ran in float precision)."""
+
+
+class PrecisionWarning(UserWarning):
+    """A theory value is returned with an estimated relative error above 1e-8 (the float64 and
+    escalated mpmath evaluations could not resolve it better).
+
+    Attributes
+    ----------
+    points : list of dict
+        The parameters (c, gamma, ...) of each such point, with its estimate ``estimate``.
+    """
+
+    def __init__(self, message: str, points=None):
+        self.points = list(points or [])
+        super().__init__(message)
+
+
+class FailedPointsWarning(UserWarning):
+    """``errors='nan'``: some points failed and were returned as NaN; the others are kept.
+
+    Attributes
+    ----------
+    failures : list of dict
+        One per failed point: its parameters (c, gamma, ...) and ``reason``.
+    """
+
+    def __init__(self, message: str, failures=None):
+        self.failures = list(failures or [])
+        super().__init__(message)
 
 
 class UnsupportedIntegrand(SymattnError):

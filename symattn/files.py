@@ -9,17 +9,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from .errors import ParameterError
 
-__all__ = ["atomic_path", "write_text", "check_output_dir"]
+__all__ = ["atomic_path", "write_text", "write_bytes", "check_output_dir", "remove_stale_parts", "PART_RE"]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
 
 
 @contextlib.contextmanager
 def atomic_path(path):
     """Yield a temporary path beside ``path``; on success rename it onto ``path``, else delete it.
+
+    The temporary name is ``.<name>.<pid>-<random>.part<suffix>``: hidden, marked as partial, and
+    carrying the id of the writing process, so that :func:`remove_stale_parts` can delete what a
+    killed process (``kill -9``: no clean-up runs) left behind without touching live writers.
 
     Parameters
     ----------
@@ -36,7 +50,11 @@ def atomic_path(path):
     ('whole', ['a.txt'])
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part" + path.suffix, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".part" + path.suffix, dir=path.parent)
+    try:  # mkstemp creates 0600: give the file the mode a plain open() would (or that of the file replaced)
+        os.fchmod(fd, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_UMASK)
+    except OSError:
+        pass
     os.close(fd)
     tmp = Path(tmp)
     try:
@@ -62,6 +80,66 @@ def write_text(path, text: str, encoding: str = "utf-8") -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding=encoding)
     return path
+
+
+def write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_path`); returns the path.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> write_bytes(pathlib.Path(tempfile.mkdtemp()) / "b.bin", b"whole").read_bytes()
+    b'whole'
+    """
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return path
+
+
+#: The name of a temporary file of :func:`atomic_path` (group 1: the writer's process id).
+PART_RE = re.compile(r"^\..+\.(\d+)-[^.]*\.part(\.[^.]*)?$")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # exists (another user's), or cannot tell: keep its file
+    return True
+
+
+def remove_stale_parts(folder) -> list:
+    """Delete the temporary files of :func:`atomic_path` in ``folder`` whose writer is no longer alive.
+
+    A process killed while writing (SIGKILL, power loss) leaves its ``.<name>.<pid>-….part…``
+    file; the final name was never touched. Returns the paths removed.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / ".fig.png.999999999-abc.part.png").write_bytes(b"half")   # no such process
+    >>> [p.name for p in remove_stale_parts(d)], list(d.iterdir())
+    (['.fig.png.999999999-abc.part.png'], [])
+    """
+    folder = Path(folder)
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = PART_RE.match(entry.name)
+        if m and not _alive(int(m.group(1))) and entry.is_file():
+            with contextlib.suppress(OSError):
+                entry.unlink()
+                removed.append(entry)
+    return removed
 
 
 def check_output_dir(out, name: str = "out") -> Path:

@@ -25,6 +25,7 @@ from .validation import _as_float_array, check_dps, check_int, check_nonnegative
 __all__ = [
     "DIAGONAL_MODES", "Geometry", "KernelConstants", "as_geometry", "kernel_constants", "dimension",
     "check_c", "check_gamma", "check_diagonal", "check_dps", "check_int", "check_positive", "check_nonnegative",
+    "check_n", "check_dimension", "N_MAX", "GEOMETRY_KEYS",
 ]
 
 DIAGONAL_MODES = ("f", "zero")
@@ -57,6 +58,55 @@ def dimension(n: int, c: float) -> int:
     return max(1, int(round(float(c) * n)))
 
 
+#: the largest token count n that the finite-n quantities (d_n, t, Monte Carlo) accept: beyond it
+#: the finite-p corrections are below float64 resolution and the asymptotic theory (n = None) applies
+N_MAX = 10**9
+
+
+def check_n(n) -> int:
+    """The token count n: an integer 2 <= n <= :data:`N_MAX` (ParameterError otherwise)."""
+    return check_int("n", n, 2, N_MAX)
+
+
+def check_dimension(n, c, geometry=None) -> int:
+    """p = round(c n) after checking that it can hold the geometry; the error names n, not p.
+
+    Parameters
+    ----------
+    n : int
+        Tokens (:func:`check_n`).
+    c : float
+        p/n.
+    geometry : Geometry, dict or None
+        The Gram matrix of (μ, w_K, w_Q); p must be at least its rank.
+
+    Returns
+    -------
+    int
+        p = round(c n).
+
+    Examples
+    --------
+    >>> check_dimension(10, 0.5, Geometry(snr=1.0, wk2=1.0))
+    5
+    >>> check_dimension(2, 0.5, Geometry(snr=1.0, wk2=1.0))
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid n=2: allowed n >= 3 at c=0.5 (p = round(c n) must be at least 2, the rank of the Gram matrix of the geometry)
+    """
+    n = check_n(n)
+    c = float(check_c(c))
+    geo = as_geometry(geometry)
+    eig = np.linalg.eigvalsh(geo.gram)
+    rank = int(np.sum(eig > 1e-14 * eig.size * max(1.0, float(np.max(np.abs(eig))))))
+    p = dimension(n, c)
+    if p < rank:
+        n_min = next(m for m in range(n, n + int(rank / c) + 3) if dimension(m, c) >= rank)
+        raise ParameterError("n", n, f"n >= {n_min} at c={c:g} (p = round(c n) must be at least {rank}, "
+                             "the rank of the Gram matrix of the geometry)")
+    return p
+
+
 # ----------------------------------------------------------------------------- geometry
 class Geometry:
     r"""Gram matrix 𝔊 of the vectors (μ, w_K^{(1..r)}, w_Q^{(1..r)}), docs/theory.md §1 and preface.
@@ -67,6 +117,24 @@ class Geometry:
 
     so that W_K^T W_Q = I_p + w_K w_Q^T. Rank-r weights come from :meth:`from_vectors`
     or :meth:`from_gram`, with the order (μ, w_K^{(1)}, ..., w_K^{(r)}, w_Q^{(1)}, ..., w_Q^{(r)}).
+
+    Parameters
+    ----------
+    snr : float
+        ‖μ‖² ≥ 0, the signal-to-noise ratio.
+    wk2, wq2 : float
+        ‖w_K‖² ≥ 0 and ‖w_Q‖² ≥ 0.
+    mu_wk, mu_wq, wk_wq : float
+        The inner products μᵀw_K, μᵀw_Q and w_Kᵀw_Q. Every entry left unset is 0; the Gram
+        matrix must be positive semi-definite.
+
+    Examples
+    --------
+    >>> g = Geometry(snr=1.0, wk2=1.0, mu_wk=0.5)
+    >>> g.gram.tolist()
+    [[1.0, 0.5, 0.0], [0.5, 1.0, 0.0], [0.0, 0.0, 0.0]]
+    >>> Geometry.aligned(snr=2.0).gram.tolist()[0]     # w_K = w_Q = μ
+    [2.0, 2.0, 2.0]
     """
 
     def __init__(self, snr: float = 0.0, wk2: float = 0.0, wq2: float = 0.0,
@@ -171,8 +239,7 @@ class Geometry:
     def vectors(self, p: int):
         """Explicit vectors (μ, w_K, w_Q) in R^p, shapes (p,), (r, p), (r, p), with this Gram matrix."""
         k = self.gram.shape[0]
-        if p < k:
-            raise ParameterError("p", p, f"p >= {k} to embed the geometry")
+        p = check_int("p", p, 1)
         eig, vec = np.linalg.eigh(self.gram)
         # eigenvalues at rounding level are exact zeros (e.g. the aligned geometry has rank 1):
         # their square roots (~1e-8) would otherwise make w_K = mu only to 1e-8
@@ -180,7 +247,14 @@ class Geometry:
         eig = np.where(eig > 1e-14 * k * scale, eig, 0.0)
         coords = vec * np.sqrt(eig)  # rows: coordinates of each vector
         V = np.zeros((k, p))
-        V[:, :k] = coords
+        if p >= k:
+            V[:, :k] = coords
+        else:  # only the rank of the Gram matrix (its non-zero eigenvalues) needs room
+            keep = eig > 0
+            if p < int(keep.sum()):
+                raise ParameterError("p", p, f"p >= {int(keep.sum())} (the rank of the Gram matrix) to embed "
+                                     "the geometry", hint="p = round(c n): increase n or c")
+            V[:, :int(keep.sum())] = coords[:, keep]
         r = self.rank
         return V[0], V[1:1 + r], V[1 + r:]
 
@@ -208,7 +282,7 @@ def signal_strength(geometry, n: int, c) -> np.ndarray:
     r"""The finite-p signal strength t = (‖μ‖² + Σ_k μᵀw_K^{(k)} μᵀw_Q^{(k)})/√p, p = round(c n).
 
     It is the scale of the signal part of the kernel argument; the asymptotic theory needs
-    |t| small, and |t| > :data:`STRONG_SIGNAL_T` calls for the finite-p correction (docs/theory.md §10.1).
+    ``|t|`` small, and ``|t|`` > :data:`STRONG_SIGNAL_T` calls for the finite-p correction (docs/theory.md §10.1).
 
     Parameters
     ----------
@@ -230,19 +304,63 @@ def signal_strength(geometry, n: int, c) -> np.ndarray:
     0.06324555320336758
     """
     geom = as_geometry(geometry)
-    n = check_int("n", n, 2)
+    n = check_n(n)
     cs = np.atleast_1d(check_c(c))
     ts = np.array([geom.strength(dimension(n, ci)) for ci in cs.ravel()]).reshape(cs.shape)
     return ts if np.ndim(c) else ts.reshape(())
 
 
+#: the keys of a geometry dict (:func:`as_geometry`): the keywords of :class:`Geometry`, or a Gram matrix
+GEOMETRY_KEYS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
+GRAM_KEYS = ("gram", "rank")
+
+
 def as_geometry(geometry) -> Geometry:
-    """Accept None (μ = w = 0), a Geometry, or a dict of Geometry keywords."""
+    """The :class:`Geometry` that ``geometry`` describes.
+
+    Parameters
+    ----------
+    geometry : None, Geometry or dict
+        None (μ = w = 0); a Geometry; a dict of the keywords of :class:`Geometry` (``snr``,
+        ``wk2``, ``wq2``, ``mu_wk``, ``mu_wq``, ``wk_wq``), or ``{"gram": G, "rank": r}``
+        (:meth:`Geometry.from_gram`, the form :meth:`Geometry.as_dict` gives for rank r > 1).
+
+    Returns
+    -------
+    Geometry
+
+    Raises
+    ------
+    ParameterError
+        For another type, an unknown key (the message names it and lists the allowed ones) or a
+        mix of the two dict forms.
+
+    Examples
+    --------
+    >>> as_geometry({"snr": 1.0}).snr
+    1.0
+    >>> as_geometry({"snrr": 1})
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid geometry key='snrr': allowed one of snr, wk2, wq2, mu_wk, mu_wq, wk_wq (or gram, rank)
+    """
     if geometry is None:
         return Geometry()
     if isinstance(geometry, Geometry):
         return geometry
     if isinstance(geometry, dict):
+        allowed = "one of " + ", ".join(GEOMETRY_KEYS) + " (or " + ", ".join(GRAM_KEYS) + ")"
+        for key in geometry:
+            if key not in GEOMETRY_KEYS + GRAM_KEYS:
+                raise ParameterError("geometry key", key, allowed)
+        if "gram" in geometry:
+            mixed = [k for k in geometry if k in GEOMETRY_KEYS]
+            if mixed:
+                raise ParameterError("geometry key", mixed[0], "not together with 'gram' (give either the "
+                                     "Gram matrix or its rank-one entries)")
+            return Geometry.from_gram(geometry["gram"], rank=geometry.get("rank"))
+        if "rank" in geometry:
+            raise ParameterError("geometry key", "rank", "only together with 'gram'")
         return Geometry(**geometry)
     raise ParameterError("geometry", geometry, "a symattn.Geometry, a dict of its keywords, or None")
 
@@ -254,6 +372,21 @@ class KernelConstants:
 
     ``d`` may be an array (one value per c when the finite-p diagonal d_n is used).
     With ``dps`` set, ``a1``, ``s2``, ``d`` are mpmath numbers at that precision.
+
+    Parameters
+    ----------
+    a1 : float or mpf
+        a1 = E[ξ f(ξ)], the linear Hermite coefficient (docs/theory.md §1.2).
+    s2 : float or mpf
+        s² = ν − a1², the weight of the noise part of the kernel.
+    d : float, mpf or numpy.ndarray
+        The diagonal constant d (or d_n, docs/theory.md §1.3).
+
+    Examples
+    --------
+    >>> k = KernelConstants(a1=0.5, s2=0.25, d=1.0)
+    >>> k.nu                                           # ν = s² + a1²
+    0.5
     """
 
     a1: object
@@ -274,6 +407,38 @@ def kernel_constants(f, diagonal: str = "f", n: int | None = None, c=None, snr: 
     - ``diagonal='zero'``: d = 0.
 
     A superlinear f (d = ∞, e.g. He3 or exp) with ``diagonal='f'`` raises ParameterError.
+
+    Parameters
+    ----------
+    f : Activation
+        The activation (:func:`symattn.activation` builds one from a name or an expression).
+    diagonal : {'f', 'zero'}
+        The kernel's diagonal is f (giving d) or zero (d = 0).
+    n : int, optional
+        The number of tokens: use the finite-p diagonal d_n (needs ``c``).
+    c : float or array_like, optional
+        The ratio p/n, for d_n.
+    snr : float
+        ‖μ‖², the non-centrality of ‖x‖² in d_n.
+    dps : int, optional
+        Return mpmath numbers at this many decimal digits.
+
+    Returns
+    -------
+    KernelConstants
+        a1, s2 and d (``nu`` = s2 + a1²).
+
+    Examples
+    --------
+    ReLU − 1/√(2π): a1 = 1/2, ν = 1/2 − 1/(2π), d = 1 (docs/theory.md §1.2):
+
+    >>> import math
+    >>> from symattn import activation
+    >>> k = kernel_constants(activation("relu"))
+    >>> round(k.a1, 12), round(k.s2 - (0.25 - 1 / (2 * math.pi)), 12), k.d
+    (0.5, 0.0, 1.0)
+    >>> kernel_constants(activation("relu"), diagonal="zero").d
+    0.0
     """
     check_diagonal(diagonal)
     if dps is not None:
@@ -290,7 +455,7 @@ def kernel_constants(f, diagonal: str = "f", n: int | None = None, c=None, snr: 
                  "zero the diagonal with diagonal='zero' (CLI: --diagonal zero)",
         )
     elif n is not None:
-        n = check_int("n", n, 2)
+        n = check_n(n)
         if c is None:
             raise ParameterError("c", c, "a value of c = p/n when the finite-p diagonal (n) is requested")
         cs = np.atleast_1d(check_c(c))

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ParameterError, SymattnError
-from .model import MODELS, as_geometry, check_c, check_diagonal, check_gamma, check_int, dimension
+from .errors import ConvergenceError, ParameterError, SymattnError
+from .model import MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_int, dimension
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
@@ -121,6 +121,7 @@ class _NumpyOps:
 
     def __init__(self, dtype: str = "float64"):
         self.dtype = np.dtype(dtype)
+        self.dtype_name = str(dtype)
 
     def asarray(self, a):
         return np.asarray(a, dtype=self.dtype)
@@ -135,10 +136,14 @@ class _NumpyOps:
     def all_finite(self, a) -> bool:
         return bool(np.isfinite(a).all())
 
+    def lam_max_lower(self, M) -> float:
+        return _lam_max_lower(M, np.ones(M.shape[0], dtype=M.dtype))
+
     def spectral(self, M, y, gamma, trace, method):
+        """(E, T, λ_min, λ_max) of M: the errors for every γ and the extreme eigenvalues."""
         if method == "eigh":
             lam, V = np.linalg.eigh(M)  # reads the lower triangle only
-            return spectral_errors(lam, V.T @ y, gamma, y.size)
+            return (*spectral_errors(lam, V.T @ y, gamma, y.size), float(lam[0]), float(lam[-1]))
         return _tridiagonal_errors(M, y, gamma)
 
 
@@ -151,6 +156,7 @@ class _TorchOps:
         self.torch = torch
         self.device = device
         self.dtype = getattr(torch, dtype)
+        self.dtype_name = str(dtype)
 
     def asarray(self, a):
         return self.torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=self.dtype)
@@ -168,14 +174,32 @@ class _TorchOps:
     def all_finite(self, a) -> bool:
         return bool(self.torch.isfinite(a).all().item())
 
+    def lam_max_lower(self, M) -> float:
+        return _lam_max_lower(M, self.torch.ones(M.shape[0], dtype=M.dtype, device=M.device))
+
     def spectral(self, M, y, gamma, trace, method):
         lam, V = self.torch.linalg.eigh(M)  # reads the lower triangle only
         proj = V.T @ self.asarray(y)
         del V
-        return spectral_errors(self.to_numpy(lam), self.to_numpy(proj), gamma, y.size)
+        lam = self.to_numpy(lam)
+        return (*spectral_errors(lam, self.to_numpy(proj), gamma, y.size), float(lam[0]), float(lam[-1]))
 
     def to_numpy(self, a):
         return a.detach().to("cpu", dtype=self.torch.float64).numpy()
+
+
+def _lam_max_lower(M, v, iters: int = 12) -> float:
+    """A lower bound of λ_max of a PSD M (numpy or torch): its largest diagonal entry, or the Rayleigh
+    quotient of ``iters`` power iterations from ``v`` (O(n²) each, against O(n³) for ``eigh``)."""
+    best = float(M.diagonal().max())
+    for _ in range(iters):
+        w = M @ v
+        ww = float(w @ w)
+        if not (ww > 0 and math.isfinite(ww)):
+            break
+        best = max(best, float(v @ w) / float(v @ v))
+        v = w / math.sqrt(ww)
+    return best
 
 
 def _make_ops(backend, device, dtype):
@@ -258,7 +282,8 @@ def kernel_matrix(f, X, W=None, diagonal: str = "f"):
     else:
         W = _check_W(W, p)
         A = X.T @ (W @ X)
-    return _kernel(_NumpyOps(), act, A, p, diagonal)
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite entries are refused by _kernel
+        return _kernel(_NumpyOps(), act, A, p, diagonal)
 
 
 def spectral_errors(lam, proj, gamma, n: int):
@@ -294,6 +319,277 @@ def draw_errors(f, X, y, gamma, W=None, diagonal: str = "f", models=MODELS, trac
     method = _check_method(method, "numpy")
     return _draw(_NumpyOps(), act, X, np.asarray(y, dtype=float), gamma, None, None, W,
                  diagonal, models, trace_estimator, method)
+
+
+# ----------------------------------------------------------------------------- resolution and resources
+#: Relative rounding error of E(γ) that one draw may carry, per dtype: smaller γ are refused
+#: (:func:`smallest_resolvable_gamma`). Far below the statistical error of any practical run.
+RESOLUTION_TOL = {"float64": 1e-6, "float32": 1e-3}
+
+#: Environment variable that overrides the memory available to the Monte Carlo (bytes, or with a
+#: K/M/G/T suffix), e.g. ``SYMATTN_MEMORY_LIMIT=8G``; used instead of /proc/meminfo and cgroups.
+MEMORY_ENV = "SYMATTN_MEMORY_LIMIT"
+
+
+def rounding_level(n: int, lam_max: float, dtype: str = "float64") -> float:
+    r"""δ = eps·n^{1/4}·λ_max: how well one draw knows the eigenvalues of its n×n matrix M.
+
+    Forming M (a Gram product) and decomposing it (``eigh`` or the tridiagonal route) are backward
+    stable: the computed spectrum is that of M + ΔM with ‖ΔM‖ = O(eps)·‖M‖. Measured on
+    M = XᵀX/n and ΦᵀΦ/n (tanh), n = 100–1600, float64 and float32: the eigenvalues that are 0
+    exactly (rank M = p < n) come out at most 2.3·eps·λ_max, growing like n^{0.15}; the factor
+    n^{1/4} (3.2 at n = 100, 6.3 at n = 1600) bounds them with a margin of about 3.
+
+    Parameters
+    ----------
+    n : int
+        Size of M (tokens).
+    lam_max : float
+        Its largest eigenvalue (‖M‖).
+    dtype : {'float64', 'float32'}
+        The precision M was formed in.
+
+    Returns
+    -------
+    float
+        δ.
+
+    Examples
+    --------
+    >>> rounding_level(16, 1.0) == 2 * 2.0**-52
+    True
+    """
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    return eps * float(n) ** 0.25 * float(lam_max)
+
+
+def smallest_resolvable_gamma(n: int, lam_max: float, lam_min: float = 0.0, dtype: str = "float64") -> float:
+    r"""The smallest γ at which one draw's E(γ) has a relative rounding error <= :data:`RESOLUTION_TOL`.
+
+    With the computed spectrum exact for M + ΔM, ‖ΔM‖ <= δ (:func:`rounding_level`), and
+    A = M + γI >= (λ_min + γ) I, the derivative of E(γ) = γ² ŷᵀA^{-2}ŷ along ΔM is
+    −2γ² (A^{-1}ŷ)ᵀΔM(A^{-2}ŷ), of size <= 2δ‖A^{-1}‖·E, so (to first order)
+
+    .. math::  |\Delta E|/E \le 2\delta/(\lambda_{\min} + \gamma),
+
+    the same for the trace estimator. When p < n, λ_min = 0 exactly (rank M <= p): the n − p
+    rounding-noise eigenvalues of size ~eps·λ_max weigh (γ/(λ+γ))² instead of 1, and E drops
+    from ≈ 1 − c to 0 as γ falls below them (docs/theory.md §2, §7.3). The result is
+
+    .. math::  \gamma_{\min} = \max\bigl(2\delta/\mathrm{tol} - \max(\lambda_{\min} - \delta, 0),\;
+               \sqrt{\mathrm{tiny}}\,\lambda_{\max}\bigr),
+
+    the second term keeping (γ/(λ+γ))² above the float64 underflow.
+
+    Parameters
+    ----------
+    n : int
+        Size of M.
+    lam_max, lam_min : float
+        Its largest and smallest eigenvalue (λ_min = 0 for a rank-deficient M).
+    dtype : {'float64', 'float32'}
+        The precision of the draw.
+
+    Returns
+    -------
+    float
+        γ_min.
+
+    Examples
+    --------
+    >>> f"{smallest_resolvable_gamma(400, 2.9):.2g}"     # E_LR at n = 400, c = 0.5 (λ_max ≈ 2.9)
+    '5.8e-09'
+    >>> smallest_resolvable_gamma(400, 2.9, lam_min=0.1) < 1e-150     # M well conditioned (c > 1)
+    True
+    """
+    delta = rounding_level(n, lam_max, dtype)
+    g = 2.0 * delta / RESOLUTION_TOL[str(dtype)] - max(float(lam_min) - delta, 0.0)
+    return max(g, math.sqrt(float(np.finfo(np.float64).tiny)) * float(lam_max))
+
+
+def draw_memory(n: int, p: int, dtype: str = "float64", backend: str = "numpy", device=None, models=MODELS,
+                W: bool = False, mu: bool = False, gammas: int = 1, trace_estimator: bool = False,
+                method: str = "auto") -> dict:
+    r"""Bytes one Monte Carlo draw allocates at its peak: ``{"host": bytes, "device": bytes}``.
+
+    With b the itemsize of the n×n work (8 with numpy, whose activations compute in float64
+    whatever ``dtype``; the itemsize of ``dtype`` with torch), following :func:`_draw`:
+
+    - the tokens X (p×n, float64, sampled on the CPU) and, with a signal μ, the outer product μyᵀ
+      added to them while sampling: 8pn (+8pn);
+    - X in ``dtype`` on the compute device (a copy unless numpy float64); XᵀWX with an explicit W:
+      one p×n product more, and W itself (p×p);
+    - Φ = XK (p×n) when p <= 4n/3 (else M = Kᵀ(GK)/n);
+    - k·b·n² for the n×n matrices alive at once (XᵀX, K, the attention and linear M, and the copy,
+      eigenvectors and work space of ``eigh``): k = 8 with ``eigh`` (numpy's ``method='eigh'``, and
+      torch), k = 5 with numpy's tridiagonal route (the default);
+    - the γ-by-eigenvalue table: 16·n·len(γ) per estimator.
+
+    Measured peak RSS over the baseline (numpy, one draw, two γ; estimate in brackets): n = 2000,
+    c = 0.5: 250 MiB with ``eigh`` (275), 159 MiB tridiagonal (183); n = 2000, c = 2, μ ≠ 0:
+    282 MiB (305); n = 3000, c = 1: 568 MiB (687); n = 500, c = 20, μ ≠ 0: 76 MiB (76).
+
+    Parameters
+    ----------
+    n, p : int
+        Tokens and dimension.
+    dtype, backend, device, method : str
+        As for :func:`simulate`; ``device`` a CUDA device puts the work in ``"device"``.
+    models : tuple of str
+        The simulated models.
+    W, mu : bool
+        Whether an explicit W (p×p) is given, whether μ ≠ 0.
+    gammas : int
+        Number of γ.
+    trace_estimator : bool
+        Whether the trace estimator is recorded as well.
+
+    Returns
+    -------
+    dict
+        ``{"host": int, "device": int}`` (Python ints: no overflow at any n).
+
+    Examples
+    --------
+    >>> m = draw_memory(1000, 500)
+    >>> m["host"] == 8 * 500 * 1000 + 8 * (5 * 1000**2 + 500 * 1000) + 16 * 1000, m["device"]
+    (True, 0)
+    """
+    n, p, gammas = int(n), int(p), int(gammas)
+    b_in = int(np.dtype(dtype).itemsize)
+    b = 8 if backend == "numpy" else b_in
+    k = 5 if backend == "numpy" and method != "eigh" else 8
+    attention = "attention" in models
+    sampling = 8 * p * n * (2 if mu else 1)
+    work = 0 if (backend == "numpy" and b_in == 8) else b_in * p * n
+    work += b * (k * n * n + (p * n if attention and 3 * p <= 4 * n else 0))
+    if W and attention:
+        work += b * (p * p + p * n)
+    work += 16 * n * gammas * (2 if trace_estimator else 1)
+    if backend == "torch" and device is not None and str(device).startswith("cuda"):
+        return {"host": sampling + 16 * n * gammas, "device": work}
+    return {"host": max(sampling, 8 * p * n + work), "device": 0}
+
+
+def _parse_bytes(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}.get(t[-1:], 1)
+    if scale != 1:
+        t = t[:-1]
+    value = float(t)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(text)
+    return int(value * scale)
+
+
+def available_memory(device=None) -> int | None:
+    """Bytes available for a new allocation (None when unknown).
+
+    The host: ``$SYMATTN_MEMORY_LIMIT`` (:data:`MEMORY_ENV`) when set; else the smallest of
+    ``MemAvailable`` in /proc/meminfo, the cgroup limit minus its usage (v2 ``memory.max``,
+    v1 ``memory.limit_in_bytes``) and, without /proc, ``os.sysconf`` free pages. A CUDA
+    ``device``: ``torch.cuda.mem_get_info`` (free bytes).
+
+    Examples
+    --------
+    >>> avail = available_memory()
+    >>> avail is None or avail > 0
+    True
+    """
+    import os
+
+    if device is not None and str(device).startswith("cuda"):
+        try:
+            import torch
+
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        except Exception:  # pragma: no cover - no CUDA runtime
+            return None
+    env = os.environ.get(MEMORY_ENV)
+    if env:
+        try:
+            return _parse_bytes(env)
+        except ValueError:
+            raise ParameterError(MEMORY_ENV, env, "a number of bytes, optionally with a K/M/G/T suffix") from None
+    found = []
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        pass
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit) as fh:
+                lim = fh.read().strip()
+            with open(usage) as fh:
+                used = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if lim.isdigit() and int(lim) < 2**60:
+            found.append(max(int(lim) - used, 0))
+        break
+    if not found:
+        try:
+            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            return None
+    return min(found)
+
+
+def _gib(b: int) -> str:
+    return f"{b / 2**30:.3g} GiB"
+
+
+def check_memory(n: int, p: int, name: str = "n", value=None, **kwargs) -> dict:
+    """Refuse a Monte Carlo draw that does not fit in memory, before anything is allocated.
+
+    Compares :func:`draw_memory` (keywords ``dtype, backend, device, models, W, mu, gammas,
+    trace_estimator``) with :func:`available_memory` of the host and, for CUDA, the device.
+
+    Parameters
+    ----------
+    n, p : int
+        Tokens and dimension of the draw.
+    name, value : str, object
+        The parameter blamed in the error (``"n"``, or ``"c"`` when p makes the draw large).
+
+    Returns
+    -------
+    dict
+        The estimate of :func:`draw_memory`.
+
+    Raises
+    ------
+    ParameterError
+        Naming n, p, the bytes needed and the bytes available.
+
+    Examples
+    --------
+    >>> check_memory(100, 50)["host"] > 0
+    True
+    >>> check_memory(10**9, 5 * 10**8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid n=1000000000: allowed a Monte Carlo draw that fits in memory...
+    """
+    need = draw_memory(n, p, **kwargs)
+    where = (("host", None), ("device", kwargs.get("device")))
+    for kind, dev in where:
+        if need[kind] <= 0:
+            continue
+        avail = available_memory(dev if kind == "device" else None)
+        if avail is not None and need[kind] > avail:
+            what = "memory" if kind == "host" else f"memory of {dev}"
+            raise ParameterError(
+                name, n if value is None else value, "a Monte Carlo draw that fits in memory",
+                hint=f"one draw at n={n}, p={p} ({kwargs.get('dtype', 'float64')}) needs about {need[kind]} bytes "
+                     f"({_gib(need[kind])}) of {what}, {avail} bytes ({_gib(avail)}) are available"
+                     + (f" (override with {MEMORY_ENV})" if kind == "host" else ""))
+    return need
 
 
 # ----------------------------------------------------------------------------- one draw
@@ -336,15 +632,23 @@ def _kernel(ops, act, A, p, diagonal):
     if diagonal == "zero":
         K = ops.zero_diagonal(K)
     if not ops.all_finite(K):
-        raise SymattnError(
-            f"the kernel f(XᵀWX/√p)/√p of {_act_name(act)} has non-finite entries"
-            + (" (its diagonal may overflow: try diagonal='zero')" if diagonal == "f" else "")
-        )
+        raise ParameterError(
+            "f", _act_name(act), f"an activation whose kernel f(XᵀWX/√p)/√p is finite in {ops.dtype_name}",
+            hint=f"f overflows on this draw (p = {p}): the kernel has non-finite entries"
+                 + (" (its diagonal may overflow: try diagonal='zero')" if diagonal == "f" else ""))
     return K
 
 
 def _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method="auto"):
-    """One draw on the backend of ``ops``: X (p×n), y (n,) numpy; wk, wq (r, p) or None; W p×p or None."""
+    """One draw on the backend of ``ops``: X (p×n), y (n,) numpy; wk, wq (r, p) or None; W p×p or None.
+
+    Overflow is not warned about: the kernel, M and the errors are checked for finiteness and
+    resolution instead (:func:`_check_spectrum`), with an error that says what failed."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method)
+
+
+def _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method):
     p, n = X.shape
     Xd = ops.asarray(X)
     G = Xd.T @ Xd  # XᵀX (n×n), shared by the kernel, the linear model and (p > 4n/3) M
@@ -373,12 +677,61 @@ def _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method="aut
     out = {}
     while spectra:
         name, M = spectra.pop(0)
-        E, T = ops.spectral(M, y, gamma, trace, method)
+        _check_spectrum(ops, act, name, n, p, gamma, M=M)
+        try:
+            E, T, lam_min, lam_max = ops.spectral(M, y, gamma, trace, method)
+        except np.linalg.LinAlgError as exc:
+            raise ConvergenceError(f"the eigensolver failed on M of the {name} model: {exc}",
+                                   point={"n": n, "p": p, "model": name}) from None
         del M
+        _check_spectrum(ops, act, name, n, p, gamma, lam=(lam_min, lam_max), E=E)
         out[name] = E
         if trace:
             out[name + "_trace"] = T
     return out
+
+
+def _check_spectrum(ops, act, name, n, p, gamma, M=None, lam=None, E=None):
+    """Refuse what one draw cannot resolve (:func:`smallest_resolvable_gamma`).
+
+    Before the eigendecomposition (``M`` given): M must be finite, and when p < n (rank M <= p,
+    so λ_min = 0 exactly) the largest diagonal entry, a lower bound of λ_max, already gives a
+    lower bound of the smallest resolvable γ. After it (``lam`` = (λ_min, λ_max)): the bound of
+    this draw's spectrum; the errors ``E`` must be finite.
+    """
+    what = "M = ΦᵀΦ/n (Φ = XK)" if name == "attention" else "M = XᵀX/n"
+    if M is not None:
+        if not ops.all_finite(M):
+            if name == "attention":
+                raise ParameterError("f", _act_name(act), f"an activation whose {what} is finite in {ops.dtype_name}",
+                                     hint=f"the kernel is finite but {what} overflows at n = {n}, p = {p}")
+            raise ParameterError("geometry", "(‖μ‖² too large)", f"a signal whose {what} is finite in "
+                                 f"{ops.dtype_name}", hint=f"{what} overflows at n = {n}, p = {p}")
+        if p >= n:
+            return
+        lam_min, lam_max = 0.0, ops.lam_max_lower(M)  # M is PSD: a Rayleigh quotient is <= λ_max
+    else:
+        lam_min, lam_max = lam
+        if p < n:
+            lam_min = 0.0  # rank M <= p < n: its smallest eigenvalue is 0 exactly
+    if not math.isfinite(lam_max):
+        raise ConvergenceError(f"the eigensolver returned non-finite eigenvalues of {what}",
+                               point={"n": n, "p": p, "model": name})
+    g_min = smallest_resolvable_gamma(n, lam_max, lam_min, ops.dtype_name)
+    bad = gamma[gamma < g_min]
+    if bad.size:
+        tol = RESOLUTION_TOL[ops.dtype_name]
+        delta = rounding_level(n, lam_max, ops.dtype_name)
+        value = float(bad[0]) if bad.size == 1 else [float(g) for g in bad]
+        raise ParameterError(
+            "gamma", value, f"gamma >= {g_min:.3g} for the {name} model at n={n}, p={p}, {ops.dtype_name}",
+            hint=f"{what} of this draw has λ_max {'>= ' if M is not None else '= '}{lam_max:.4g} and λ_min = "
+                 f"{lam_min:.3g}{' (rank <= p < n)' if p < n else ''}; its eigenvalues are known to "
+                 f"±eps·n^(1/4)·λ_max = {delta:.2g}, so E(γ) below γ = {g_min:.3g} is not resolved to "
+                 f"{tol:g} relative (docs/theory.md §2; the limit γ → 0 is in sa.memorization_error)")
+    if E is not None and not np.all(np.isfinite(E)):
+        raise ConvergenceError(f"the Monte Carlo errors of the {name} model are not finite",
+                               point={"n": n, "p": p, "model": name})
 
 
 def _tridiagonal_errors(M, y, gamma):
@@ -408,7 +761,8 @@ def _tridiagonal_errors(M, y, gamma):
     if info != 0:  # pragma: no cover - LAPACK argument error
         raise SymattnError(f"dsytrd failed with info={info}")
     del F
-    lam = np.clip(eigh_tridiagonal(d, e, eigvals_only=True, check_finite=False), 0.0, None)
+    lam_raw = eigh_tridiagonal(d, e, eigvals_only=True, check_finite=False)  # ascending
+    lam = np.clip(lam_raw, 0.0, None)
     gamma = np.asarray(gamma, dtype=float)
     E = np.empty(gamma.size)
     b = np.zeros((n, 1))
@@ -418,9 +772,10 @@ def _tridiagonal_errors(M, y, gamma):
         _, _, x, info = lapack.dptsv(d + g, e, b)
         if info != 0:  # T + γ not numerically positive definite (γ below rounding): use eigenvectors
             lamv, S = eigh_tridiagonal(d, e, check_finite=False)
-            return spectral_errors(lamv, ynorm * S[0], gamma, n)[0], _trace_errors(lam, gamma, n)
+            return (spectral_errors(lamv, ynorm * S[0], gamma, n)[0], _trace_errors(lam, gamma, n),
+                    float(lamv[0]), float(lamv[-1]))
         E[j] = g * g * float(x[:, 0] @ x[:, 0])
-    return E * (ynorm * ynorm / n), _trace_errors(lam, gamma, n)
+    return E * (ynorm * ynorm / n), _trace_errors(lam, gamma, n), float(lam_raw[0]), float(lam_raw[-1])
 
 
 def _symv(F, u):
@@ -456,6 +811,26 @@ class SimulationResult:
     ``sem`` is the standard error std(ddof=1)/√draws; it is NaN when draws = 1.
     ``seed`` is the entropy of the root SeedSequence (the given seed, or the fresh entropy
     drawn when seed=None), so ``simulate(..., seed=result.seed)`` reproduces the run.
+    The estimator is the exact finite-n Monte Carlo of docs/theory.md §2.
+
+    Attributes
+    ----------
+    gamma : numpy.ndarray
+        The ridge values.
+    n, p, c, draws : int, int, float, int
+        Tokens, dimension p = round(c n), the ratio c and the number of draws.
+    seed : int
+        The root entropy (reproduces the run).
+    backend, device, dtype : str
+        Where and in which precision the run was computed.
+    diagonal, activation : str
+        The kernel diagonal ('f' or 'zero') and the activation's name.
+    attention, linear : numpy.ndarray or None
+        Per-draw E_A and E_LR, shape (draws, len(gamma)).
+    attention_trace, linear_trace : numpy.ndarray or None
+        The same errors from the trace estimator, when requested.
+    seconds : float
+        Wall-clock time of the run.
     """
 
     gamma: np.ndarray
@@ -474,6 +849,7 @@ class SimulationResult:
     attention_trace: np.ndarray | None = None
     linear_trace: np.ndarray | None = None
     seconds: float = field(default=float("nan"), compare=False)
+    provenance: dict | None = field(default=None, compare=False, repr=False)
 
     # -- summaries
     @property
@@ -527,7 +903,10 @@ class SimulationResult:
 
         ``{"gamma", "n", "p", "draws", "E_attention": {"mean", "sem"}, "E_linear": {"mean", "sem"}}``;
         a model that was not simulated is ``null``; sem is NaN when draws = 1. With the trace
-        estimator, ``E_attention_trace`` and ``E_linear_trace`` are added.
+        estimator, ``E_attention_trace`` and ``E_linear_trace`` are added. The last key,
+        ``provenance``, is :func:`symattn.provenance.provenance` of the run: every parameter
+        (activation, n, p, c, γ, geometry or a digest of W and μ, diagonal, draws, models,
+        method, trace estimator, device), the seed, backend and dtype, the versions and the time.
         """
 
         def block(a):
@@ -547,7 +926,20 @@ class SimulationResult:
         if self.attention_trace is not None or self.linear_trace is not None:
             d["E_attention_trace"] = block(self.attention_trace)
             d["E_linear_trace"] = block(self.linear_trace)
+        d["provenance"] = self.provenance if self.provenance is not None else _provenance(self, {})
         return d
+
+
+def _provenance(res: SimulationResult, parameters: dict) -> dict:
+    """The provenance object of a run (:func:`symattn.provenance.provenance`)."""
+    from .provenance import provenance
+
+    base = {"activation": res.activation, "n": int(res.n), "p": int(res.p), "c": float(res.c),
+            "gamma": [float(g) for g in res.gamma], "diagonal": res.diagonal, "draws": int(res.draws),
+            "device": res.device}
+    base.update(parameters)
+    return provenance(base, seed=int(res.seed) if res.seed is not None else None, backend=res.backend,
+                      dtype=res.dtype)
 
 
 # ----------------------------------------------------------------------------- simulate
@@ -616,10 +1008,14 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
     if "attention" in models:
         _check_superlinear(act, diagonal)
 
-    p = dimension(n, c)
+    p = check_dimension(n, c, geometry if W is None and mu is None else None)  # blames n, not p
     geo = as_geometry(geometry)
+    check_memory(n, p, "c" if p > n else "n", c if p > n else n, dtype=dtype, backend=ops.name, device=ops.device,
+                 models=models, W=W is not None, mu=mu is not None or geo.snr > 0,
+                 gammas=gamma.size, trace_estimator=trace_estimator, method=method)
     wk = wq = None
-    if W is not None or mu is not None:
+    explicit = W is not None or mu is not None
+    if explicit:
         if not geo.is_null:
             raise ParameterError("geometry", geo, "None (or null) when W or mu is given explicitly",
                                  hint="give either geometry= or the explicit W=/mu=, not both")
@@ -652,17 +1048,27 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
             res = _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace_estimator, method)
             for key in keys:
                 per_draw[key][k] = res[key]
+            del X, y, res  # before the next draw allocates its own
             bar.update(1)
     seconds = time.perf_counter() - t0
 
     dev = str(ops.device)
-    return SimulationResult(
+    result = SimulationResult(
         gamma=gamma, n=n, p=p, c=c, draws=draws, seed=ss.entropy, backend=ops.name, device=dev,
         dtype=dtype, diagonal=diagonal, activation=_act_name(act),
         attention=per_draw.get("attention"), linear=per_draw.get("linear"),
         attention_trace=per_draw.get("attention_trace"), linear_trace=per_draw.get("linear_trace"),
         seconds=seconds,
     )
+    from .provenance import array_digest as _digest
+
+    expr = getattr(act, "expr", None)
+    result.provenance = _provenance(result, {
+        "activation_expression": None if expr is None else str(expr),
+        "geometry": None if explicit else geo.as_dict(),
+        "W": _digest(W) if explicit else None, "mu": _digest(mu) if explicit else None,
+        "models": list(models), "method": method, "trace_estimator": bool(trace_estimator)})
+    return result
 
 
 # ----------------------------------------------------------------------------- BLAS threads

@@ -16,7 +16,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["provenance", "git_revision"]
+__all__ = ["provenance", "git_revision", "array_digest", "provenance_path", "write_provenance"]
 
 _DEPENDENCIES = ("numpy", "scipy", "sympy", "mpmath")
 
@@ -42,6 +42,25 @@ def git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return rev + ("-dirty" if dirty else "") if rev else None
+
+
+def array_digest(a) -> dict | None:
+    """``{"shape", "sha256"}`` of an array given explicitly (a weight matrix W, a signal μ), as
+    float64 bytes in C order; None for None. Records which array was used without storing it.
+
+    Examples
+    --------
+    >>> array_digest([[1.0, 0.0], [0.0, 1.0]])["shape"], array_digest(None)
+    ([2, 2], None)
+    """
+    if a is None:
+        return None
+    import hashlib
+
+    import numpy as np
+
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    return {"shape": list(a.shape), "sha256": hashlib.sha256(a.tobytes()).hexdigest()}
 
 
 def _version(name: str) -> str | None:
@@ -94,3 +113,35 @@ def provenance(parameters: dict | None = None, *, seed=None, backend: str | None
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_revision": git_revision(),
     }
+
+
+def provenance_path(path) -> Path:
+    """The provenance file of a data file: ``<name>.provenance.json`` beside it (``fig_mu0.csv`` ->
+    ``fig_mu0.csv.provenance.json``), so that the CSV itself stays a plain table.
+
+    Examples
+    --------
+    >>> provenance_path("out/fig_mu0.csv").name
+    'fig_mu0.csv.provenance.json'
+    """
+    path = Path(path)
+    return path.with_name(path.name + ".provenance.json")
+
+
+def write_provenance(path, obj: dict) -> Path:
+    """Write ``obj``, the provenance object (:func:`provenance`) of the data file ``path``, to
+    :func:`provenance_path` (atomically, indented JSON); returns its path.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> f = write_provenance(Path(tempfile.mkdtemp()) / "fig_demo.csv", {"seed": 0})
+    >>> json.loads(f.read_text())
+    {'seed': 0}
+    """
+    import json
+
+    from .files import write_text
+    from .formatting import jsonable
+
+    return write_text(provenance_path(path), json.dumps(jsonable(obj), indent=1, allow_nan=False) + "\n")

@@ -12,6 +12,7 @@ with Φ = X K_X (attention, docs/theory.md §6) or Φ = X (linear regression, do
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -20,7 +21,7 @@ import numpy as np
 from .activations.activation import activation as _activation
 from .backends.context import context
 from .backends import solver
-from .errors import ParameterError
+from .errors import ConvergenceError, FailedPointsWarning, ParameterError, PrecisionWarning
 from .model import MODELS, as_geometry, check_c, check_gamma, kernel_constants
 
 #: accepted values of ``model``: one of :data:`symattn.model.MODELS`, or both
@@ -50,6 +51,11 @@ class TheoryResult:
         The relative fixed-point residual of the bulk system at each point.
     iterations : int or None
         Newton / fixed-point iterations spent on the bulk system.
+    precision : numpy.ndarray or None
+        The estimated relative error of E_A at each point (:func:`symattn.backends.solver.precision_estimate`;
+        after any escalation to mpmath), NaN at failed points.
+    failures : list
+        With ``errors='nan'``: one dict per failed point (its parameters and ``reason``); its E is NaN.
     parameters : dict
         Everything the result depends on: activation and its constants a1, ν, s², d, diagonal,
         geometry (Gram matrix), n, correction, backend and dps.
@@ -73,6 +79,8 @@ class TheoryResult:
     bulk: np.ndarray | None = None
     residuals: np.ndarray | None = None
     iterations: int | None = None
+    precision: np.ndarray | None = None
+    failures: list = field(default_factory=list)
     parameters: dict = field(default_factory=dict)
 
     @property
@@ -102,8 +110,9 @@ class TheoryResult:
             "c": _plain(self.c), "gamma": _plain(self.gamma), "model": self.model,
             **{key: _plain(getattr(self, name), digits) for key, name in (
                 ("E_attention", "attention"), ("E_linear", "linear"), ("F_attention", "F_attention"),
-                ("F_linear", "F_linear"), ("bulk", "bulk"), ("residuals", "residuals"))},
+                ("F_linear", "F_linear"), ("bulk", "bulk"), ("residuals", "residuals"), ("precision", "precision"))},
             "iterations": self.iterations,
+            "failures": _plain(self.failures, digits),
             "parameters": _plain(self.parameters, digits),
         }
 
@@ -114,6 +123,8 @@ def _plain(v, digits: int = 17):
         return v
     if isinstance(v, dict):
         return {k: _plain(x, digits) for k, x in v.items()}
+    if isinstance(v, list) and any(isinstance(x, dict) for x in v):
+        return [_plain(x, digits) for x in v]
     if isinstance(v, (list, tuple, np.ndarray)):
         arr = np.asarray(v)
         if arr.dtype != object:
@@ -145,7 +156,7 @@ def _linear_F_values(ctx, c, gamma, snr):
 
 def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
           dps: int | None = None, n: int | None = None, diagonal: str = "f",
-          correction: str | None = None) -> TheoryResult:
+          correction: str | None = None, errors: str = "raise") -> TheoryResult:
     r"""The deterministic equivalent at the points (c, γ): E(γ) = −γ² F'(γ), F, the bulk solution.
 
     Parameters
@@ -164,11 +175,31 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
         on span(μ, w_K, w_Q)), to all orders in it, with a pair-dependent slope. It matters when
         t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p is not small: with ``n`` given and no correction,
         t > 0.15 issues a ``FiniteSizeWarning``. E_LR (model 'linear') is not affected.
+    errors : 'raise' (default) or 'nan'
+        What a point that cannot be solved does: raise :class:`~symattn.errors.ConvergenceError`
+        (its point, residuals, iterations and reason), or become NaN while the other points are
+        kept, with one :class:`~symattn.errors.FailedPointsWarning` that lists the failed points
+        and their reasons (``TheoryResult.failures``).
+
+    Every returned E is finite and in [0, 1] (ridge training error with ±1 labels: 0 ≤ E ≤
+    ‖y‖²/n = 1); a value outside is a failure, never a result. E_A is checked for loss of
+    precision (:func:`symattn.backends.solver.precision_estimate`): numpy points whose estimated
+    relative error exceeds 1e-8 are solved again with the mpmath backend at 30, then 60 digits
+    (mpmath points at more digits); a value still above 1e-8 is returned with a
+    :class:`~symattn.errors.PrecisionWarning` naming the point and the estimate, one above 1e-3
+    is a failure. E_LR is a cancellation-free closed form (docs/theory.md §3); numpy points
+    outside c ∈ [1e-4, 1e4], γ ∈ [1e-12, 1e6] (where it is verified) are evaluated in mpmath.
 
     Returns
     -------
     TheoryResult
-        E, F, the bulk solution, residuals, iterations and parameters, shaped broadcast(c, gamma).
+        E, F, the bulk solution, residuals, iterations, the precision estimate, failures and
+        parameters, shaped broadcast(c, gamma).
+
+    Raises
+    ------
+    ConvergenceError
+        With ``errors='raise'``, for the first point that fails.
 
     Examples
     --------
@@ -181,6 +212,8 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
     """
     if model not in MODEL_CHOICES:
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
+    if errors not in ERRORS_CHOICES:
+        raise ParameterError("errors", errors, "'raise' or 'nan'")
     from .backends import finite_p
 
     finite_p.check_correction(correction, n)
@@ -192,10 +225,11 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
     out = TheoryResult(c=np.broadcast_to(c_arr, shape).copy(), gamma=np.broadcast_to(g_arr, shape).copy(),
                        model=model, parameters={"geometry": geom.gram.tolist(), "n": n, "correction": correction,
                                                 "backend": ctx.name, "dps": getattr(ctx, "dps", None)})
+    failures, warned = [], []
     with ctx:
         if model in ("linear", "both"):
-            out.linear = solver.linear_error(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(geom.snr))
-            out.F_linear = _linear_F_values(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(geom.snr))
+            out.linear, out.F_linear = _linear_points(ctx, cb, gb, geom.snr)
+            _check_values(ctx, out.linear, None, cb, gb, {"model": "linear"}, {}, failures, warned)
         if model in ("attention", "both"):
             f = _activation(f)
             k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
@@ -204,15 +238,26 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
             out.parameters.update(activation=f.name, diagonal=diagonal, a1=k.a1, s2=k.s2, nu=k.nu, d=k.d)
             if correction == "finite-p":
                 info["correction"] = correction
-                E = finite_p.finite_p_error(ctx, f, cb, gb, geom, n, diagonal=diagonal, point_info=info)
+
+                def run(idx):
+                    return {"E": finite_p.finite_p_error(ctx, f, cb[idx], gb[idx], geom, n, diagonal=diagonal,
+                                                         point_info=info)}
+
+                found = {}
+                vals = _isolated(run, cb.size, errors, found, cb, gb, info)
+                out.attention = vals.get("E", np.full(cb.size, np.nan))
+                precision = None
             else:
                 if n is not None:
                     finite_p.warn_if_strong(geom, n, cb, stacklevel=3)
-                E, F, sol = solver.attention_error(ctx, cb, gb, k.a1, k.s2, k.d, geom.gram, geom.rank, point_info=info)
-                out.F_attention, out.bulk = F, sol.e
-                out.residuals, out.iterations = sol.residual, sol.iterations
-            out.attention = E
-    for name in ("attention", "linear", "F_attention", "F_linear", "residuals"):
+                found = {}
+                vals = _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, found)
+                out.attention, out.F_attention, out.bulk = vals["E"], vals["F"], vals["e"]
+                out.residuals, out.iterations, out.precision = vals["residual"], vals["iterations"], vals["precision"]
+                precision = out.precision
+            _check_values(ctx, out.attention, precision, cb, gb, dict(info, model="attention"), found, failures, warned)
+    _report(failures, warned, errors, out)
+    for name in ("attention", "linear", "F_attention", "F_linear", "residuals", "precision"):
         if getattr(out, name) is not None:
             setattr(out, name, _finish(ctx, getattr(out, name), shape))
     if out.bulk is not None:
@@ -220,12 +265,248 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
     return out
 
 
+#: accepted values of ``errors`` (:func:`solve`)
+ERRORS_CHOICES = ("raise", "nan")
+#: an E_A whose estimated relative error exceeds this is solved again at higher precision, then warned about
+PRECISION_TARGET = 1e-8
+#: an E_A whose estimated relative error still exceeds this is a failure, not a result
+PRECISION_LIMIT = 1e-3
+#: the mpmath digits tried, in order, for numpy points that float64 cannot resolve
+ESCALATION_DPS = (30, 60)
+#: where the float64 closed form of E_LR is verified against 60-digit mpmath (docs/theory.md §3)
+LINEAR_FLOAT_C, LINEAR_FLOAT_GAMMA = (1e-4, 1e4), (1e-12, 1e6)
+
+
+def _linear_points(ctx, cb, gb, snr):
+    """E_LR and F_LR (docs/theory.md §3) at the points; numpy points outside the verified range
+    (:data:`LINEAR_FLOAT_C`, :data:`LINEAR_FLOAT_GAMMA`) are evaluated in mpmath (30 digits)."""
+    E = solver.linear_error(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(snr))
+    F = _linear_F_values(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(snr))
+    if ctx.name == "numpy":
+        E, F = np.array(E, dtype=float, copy=True).reshape(-1), np.array(F, dtype=float, copy=True).reshape(-1)
+        out = (cb < LINEAR_FLOAT_C[0]) | (cb > LINEAR_FLOAT_C[1]) | (gb < LINEAR_FLOAT_GAMMA[0]) | (gb > LINEAR_FLOAT_GAMMA[1])
+        idx = np.nonzero(out | ~np.isfinite(E))[0]
+        if idx.size:
+            mctx = context("mpmath", ESCALATION_DPS[0])
+            with mctx:
+                Em = solver.linear_error(mctx, mctx.convert(cb[idx]), mctx.convert(gb[idx]), mctx.convert(snr))
+                Fm = _linear_F_values(mctx, mctx.convert(cb[idx]), mctx.convert(gb[idx]), mctx.convert(snr))
+                E[idx], F[idx] = mctx.to_float(Em), mctx.to_float(Fm)
+    return E, F
+
+
+#: values this far outside [0, 1] are rounding (clipped); further out they are failures
+UNIT_SLACK = 1e-12
+
+
+def _check_values(ctx, values, precision, cb, gb, info, found, failures, warned):
+    """Every E finite and in [0, 1] (within :data:`UNIT_SLACK`, then clipped), with an estimated
+    relative error (``precision``) of at most :data:`PRECISION_LIMIT`; otherwise the point is a
+    failure (NaN, appended to ``failures`` as (point, reason, error)). Points above
+    :data:`PRECISION_TARGET` are appended to ``warned``. ``found``: failures of the solver,
+    index → (reason, error)."""
+    for i in range(values.shape[0]):
+        point = _point(cb[i], gb[i], info)
+        if i in found:
+            reason, err = found[i]
+            failures.append((dict(err.point or {}, **point), reason, err))
+            values[i] = np.nan
+            continue
+        v = float(ctx.to_float(values[i]))
+        est = None if precision is None else float(precision[i])
+        reason = None
+        if not np.isfinite(v):
+            reason = f"impossible value E={v!r} (not finite)"
+        elif not -UNIT_SLACK <= v <= 1 + UNIT_SLACK:
+            reason = f"impossible value E={v!r} (outside [0, 1])"
+        elif est is not None and not est <= PRECISION_LIMIT:
+            reason = (f"precision: estimated relative error {est:.2g} of E={v:.6g}, even with mpmath at "
+                      f"{max(ESCALATION_DPS) if ctx.name == 'numpy' else 2 * ctx.dps} digits")
+        if reason is not None:
+            failures.append((point, reason, None))
+            values[i] = np.nan
+            continue
+        if v < 0 or v > 1:
+            values[i] = ctx.convert(min(max(v, 0.0), 1.0))
+        if est is not None and est > PRECISION_TARGET:
+            warned.append(dict(point, estimate=est))
+
+
+def _report(failures, warned, errors, out):
+    """Raise the first failure (errors='raise'), or record them all in ``out.failures`` with one
+    FailedPointsWarning; one PrecisionWarning for the values returned with an estimate above 1e-8."""
+    if failures and errors == "raise":
+        point, reason, err = failures[0]
+        if err is not None:
+            raise err
+        raise ConvergenceError(reason, residuals=None if out.residuals is None else [out.residuals[0]],
+                               iterations=out.iterations, point=point)
+    if failures:
+        out.failures = [dict(point, reason=reason) for point, reason, _ in failures]
+        shown = "; ".join(f"c={p['c']:g}, gamma={p['gamma']:g}"
+                          + (f" ({p['model']})" if "model" in p else "") + f": {p['reason']}" for p in out.failures[:10])
+        more = f"; and {len(out.failures) - 10} more" if len(out.failures) > 10 else ""
+        warnings.warn(FailedPointsWarning(f"{len(out.failures)} point(s) failed and are NaN: {shown}{more}",
+                                          out.failures), stacklevel=3)
+    if warned:
+        shown = "; ".join(f"c={p['c']:g}, gamma={p['gamma']:g}: {p['estimate']:.2g}" for p in warned[:10])
+        warnings.warn(PrecisionWarning(f"{len(warned)} value(s) with an estimated relative error above "
+                                       f"{PRECISION_TARGET:g} (float64 and mpmath could not resolve them better): "
+                                       f"{shown}", warned), stacklevel=3)
+
+
+def _point(c, gamma, info=None, **more):
+    out = {"c": float(c), "gamma": float(gamma)}
+    out.update(info or {})
+    out.update(more)
+    return out
+
+
+def _isolated(run, P, errors, failures, cb, gb, info):
+    """``run(idx)`` (a dict of arrays over the points idx) over all P points; with errors='nan' a
+    ConvergenceError splits the points in halves until the failing ones are isolated, which get
+    NaN and an entry in ``failures`` (index → (reason, error)). Returns the dict of (P,) arrays."""
+    out = {}
+
+    def store(idx, vals):
+        for key, v in vals.items():
+            if key not in out:
+                arr = np.asarray(v)
+                out[key] = np.full((P,) + arr.shape[1:], np.nan, dtype=object if arr.dtype == object else float)
+            out[key][idx] = v
+
+    def go(idx):
+        try:
+            vals = run(idx)
+        except ConvergenceError as err:
+            if errors == "raise":
+                raise
+            if len(idx) == 1:
+                failures[int(idx[0])] = (err.reason, err)
+                return
+            half = len(idx) // 2
+            go(idx[:half])
+            go(idx[half:])
+            return
+        store(idx, vals)
+
+    go(np.arange(P))
+    return out
+
+
+def _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, failures):
+    """E_A, F, the bulk solution, residuals, iterations and the precision estimate at every point
+    (dict of (P,) arrays), with the points that float64 (or the requested digits) cannot resolve
+    solved again in mpmath (:data:`ESCALATION_DPS`); failed points are NaN and in ``failures``."""
+    iterations = [0]
+    vals = _attention_run(ctx, k, cb, gb, geom, info, errors, failures, iterations)
+    current = ctx.dps or 16
+    levels = [d for d in ESCALATION_DPS if d > current] or ([2 * current] if ctx.name == "mpmath" else [])
+    for dps in levels:
+        with np.errstate(invalid="ignore"):
+            E_f = np.asarray(ctx.to_float(vals["E"]), dtype=float)
+            bad = ~(vals["precision"] <= PRECISION_TARGET) | ~((E_f >= 0) & (E_f <= 1))
+        idx = np.array([i for i in np.nonzero(bad)[0] if i not in failures], dtype=int)
+        if not idx.size:
+            break
+        mctx = context("mpmath", dps)
+        sub_failures = {}
+        with mctx:
+            km = kernel_constants(f, diagonal=diagonal, n=n, c=cb[idx] if n is not None else None,
+                                  snr=geom.snr, dps=dps)
+            sub = _attention_run(mctx, km, cb[idx], gb[idx], geom, info, "nan", sub_failures, iterations)
+        for j, i in enumerate(idx):
+            if j in sub_failures or not sub["precision"][j] <= max(vals["precision"][i], PRECISION_TARGET):
+                continue  # mpmath did not do better here: keep the lower-precision value and its estimate
+            for key in ("E", "F", "e", "residual", "precision"):
+                v = sub[key][j]
+                vals[key][i] = ctx.convert(v) if ctx.name == "mpmath" else np.asarray(mctx.to_float(v), dtype=float)
+    vals["iterations"] = iterations[0]
+    return vals
+
+
+#: a1 or d below this fraction of max(1, √ν) is quadrature noise (e.g. a1 ~ 1e-32 for an even f): an
+#: exact zero, as in the generated solvers (:func:`symattn.codegen.folded_constants`)
+CONSTANT_NOISE = 1e-28
+
+
+def _chopped(k):
+    """The kernel constants with a1, d of the size of quadrature noise set to exact zeros."""
+    import dataclasses
+
+    scale = max(1.0, float(abs(k.s2) + k.a1 * k.a1) ** 0.5)
+
+    def chop(v):
+        if np.ndim(v) or v == 0 or abs(float(v)) > CONSTANT_NOISE * scale:
+            return v
+        return 0 * v
+
+    return dataclasses.replace(k, a1=chop(k.a1), d=chop(k.d))
+
+
+def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
+    """One backend's E_A, F, e, residual and precision estimate at the points (cs, gs), isolated
+    (:func:`_isolated`); adds the bulk iterations to ``iterations[0]``."""
+    k = _chopped(k)
+    d_all = np.broadcast_to(np.asarray(k.d, dtype=object), cs.shape) if np.ndim(k.d) else None
+    gram = ctx.convert(geom.gram)
+    point_info = dict(info, **({"dps": ctx.dps} if ctx.dps else {}))
+
+    def run(idx):
+        d = k.d if d_all is None else np.asarray(d_all[idx], dtype=object if ctx.name == "mpmath" else float)
+        E, F, sol = solver.attention_error(ctx, ctx.convert(cs[idx]), ctx.convert(gs[idx]), k.a1, k.s2, d, gram,
+                                           geom.rank, point_info=point_info)
+        iterations[0] += sol.iterations
+        est = solver.precision_estimate(ctx, sol, gram, geom.rank, E)
+        return {"E": E, "F": F, "e": sol.e, "residual": np.asarray(sol.residual, float), "precision": est}
+
+    vals = _isolated(run, cs.size, errors, failures, cs, gs, info)
+    dtype = object if ctx.name == "mpmath" else float
+    for key, shape in (("E", ()), ("F", ()), ("e", (3,)), ("residual", ()), ("precision", ())):
+        if key not in vals:  # every point failed
+            vals[key] = np.full((cs.size,) + shape, np.nan, dtype=dtype if key in ("E", "F", "e") else float)
+    return vals
+
+
 def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
-                       diagonal: str = "f", correction: str | None = None):
+                       diagonal: str = "f", correction: str | None = None, errors: str = "raise"):
     r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
 
     The thin wrapper of :func:`solve` that returns E only; the parameters are those of :func:`solve`.
+    E_A is the attention error (docs/theory.md §6), E_LR the linear-regression error (docs/theory.md §3).
+
+    Parameters
+    ----------
+    f : str, sympy expression, callable or Activation
+        The activation: a catalog name (``"tanh"``), a SymPy string in ``x`` (``"x*erf(x)"``),
+        a SymPy expression, a callable, or an :class:`~symattn.Activation`. The model uses the
+        centred f − a0.
+    c : float or array_like
+        The ratio p/n > 0, broadcast against ``gamma``.
+    gamma : float or array_like
+        The ridge γ > 0.
+    geometry : Geometry, dict or None
+        The Gram matrix of (μ, w_K, w_Q) (:class:`~symattn.Geometry`); None means μ = w = 0.
+    model : {'attention', 'linear', 'both'}
+        E_A (docs/theory.md §6), E_LR (docs/theory.md §3) or both.
+    backend : {'numpy', 'mpmath'}
+        float64 and vectorised, or mpmath at ``dps`` digits (default 30).
+    dps : int, optional
+        Decimal digits of the mpmath backend.
+    n : int, optional
+        The number of tokens: the finite-p diagonal d_n at p = round(c·n) replaces
+        d = lim f(√p)/√p (docs/theory.md §1.3).
+    diagonal : {'f', 'zero'}
+        The kernel's diagonal is f (giving d) or zero (d = 0).
+    correction : {None, 'finite-p'}
+        None for the asymptotic theory, 'finite-p' (needs ``n``) for the finite-p corrected
+        attention theory (docs/theory.md §10).
+    errors : {'raise', 'nan'}
+        A point that cannot be solved raises :class:`~symattn.errors.ConvergenceError`
+        (default), or becomes NaN, the other points kept, with one
+        :class:`~symattn.errors.FailedPointsWarning` listing the failed points and reasons.
+        Every returned E is finite and in [0, 1] (see :func:`solve`).
 
     Returns
     -------
@@ -240,7 +521,7 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     True
     """
     return solve(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                 diagonal=diagonal, correction=correction).E
+                 diagonal=diagonal, correction=correction, errors=errors).E
 
 
 def _finish(ctx, values, shape):
@@ -258,11 +539,43 @@ def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str 
       kind='QK':  (1/n) tr φ(S) Q0 K0    → ∫ φ(λ) k(λ) dμ_S,   k = β/(√c Δ),
       kind='KQK': (1/n) tr φ(S) K0 Q0 K0 → ∫ φ(λ) r(λ) dμ_S,   r = (s² e1(γ + s² e2) + β²)/(c Δ),
 
-    at the solution (e1, e2, e3) of the bulk system. ``phi`` is a SymPy expression (or string)
-    in ``lam`` (λ). Returns an array shaped broadcast(c, gamma).
-    """
-    import sympy as sp
+    at the solution (e1, e2, e3) of the bulk system.
 
+    Parameters
+    ----------
+    f : str, sympy expression, callable or Activation
+        The activation, as in :func:`solve`.
+    c : float or array_like
+        The ratio p/n > 0, broadcast against ``gamma``.
+    gamma : float or array_like
+        The ridge γ > 0.
+    phi : sympy expression, str or number
+        The polynomial φ in ``lam`` (λ), e.g. ``"lam**2 + 1"``.
+    kind : {'Q', 'QK', 'KQK'}
+        Which trace: of φ(S) Q0, φ(S) Q0 K0 or φ(S) K0 Q0 K0.
+    backend : {'numpy', 'mpmath'}
+        float64, or mpmath at ``dps`` digits.
+    dps : int, optional
+        Decimal digits of the mpmath backend.
+    n : int, optional
+        Use the finite-p diagonal d_n at p = round(c·n) (docs/theory.md §1.3).
+    diagonal : {'f', 'zero'}
+        The kernel's diagonal is f (giving d) or zero (d = 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        The limits, shaped broadcast(c, gamma) (mpf entries with the mpmath backend).
+
+    Examples
+    --------
+    Q0 is positive definite with Q0 ≤ 1/γ, so its normalised trace lies in (0, 1/γ]:
+
+    >>> t = bulk_trace("tanh", c=0.5, gamma=[0.5, 2.0], phi=1, kind="Q")
+    >>> t.shape, bool(np.all((t > 0) & (t <= 1 / np.array([0.5, 2.0]))))
+    ((2,), True)
+    """
+    from .activations.expression import as_expression
     from .backends.compile import CompiledExprs
     from .backends.kernels import INTEGRAND_ARGS
     from .systems.bulk import INTERMEDIATES, proposition1_integrand
@@ -270,10 +583,8 @@ def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str 
 
     if kind not in ("Q", "QK", "KQK"):
         raise ParameterError("kind", kind, "one of 'Q', 'QK', 'KQK'")
-    try:
-        phi_expr = sp.sympify(phi, locals={"lam": lam, "lambda_": lam})
-    except (sp.SympifyError, SyntaxError, TypeError):
-        raise ParameterError("phi", phi, "a polynomial in lam (e.g. 'lam**2 + 1')") from None
+    # a string is read by the safe expression language, never by sympify (ExpressionError names 'phi')
+    phi_expr = as_expression(phi, {"lam": lam, "lambda_": lam}, "phi")
     if not phi_expr.free_symbols <= {lam} or not phi_expr.is_polynomial(lam):
         raise ParameterError("phi", phi, "a polynomial in lam (e.g. 'lam**2 + 1')")
     c_arr, g_arr = check_c(c), check_gamma(gamma)

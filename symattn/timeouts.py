@@ -20,6 +20,7 @@ FAILED = object()
 #: limits, in seconds, of the steps that can run long
 FINITE_P_SECONDS = 120         # one finite-p corrected theory evaluation in the verification suite
 SOLVESET_SECONDS = 2.0         # sympy.solveset of one kink candidate (activations.analysis.real_roots)
+EXPRESSION_SECONDS = 2.0       # building the SymPy expression of one activation/phi string (activations.expression)
 LIMIT_SECONDS = 5.0            # sympy.limit of f(x)/x, the diagonal constant d (activations.diagonal)
 EXACT_COEFFICIENTS_SECONDS = 2.0  # default total budget of sympy.integrate in Activation.exact_coefficients
 

@@ -10,7 +10,26 @@ import numpy as np
 from .errors import ParameterError
 
 
+def _not_a_number(value) -> bool:
+    """True when ``value`` is (or contains) None, a bool or a string: none of them is a number here.
+
+    ``np.asarray(True, dtype=float)`` is 1.0 and ``np.asarray("1", dtype=float)`` is 1.0, so
+    both would otherwise pass for numbers (``gamma=True`` must be refused, not read as γ = 1).
+    """
+    if value is None or isinstance(value, (bool, np.bool_, str, bytes)):
+        return True
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "bUSV":
+            return True
+        return value.dtype.kind == "O" and any(_not_a_number(v) for v in value.flat)
+    if isinstance(value, (list, tuple)):
+        return any(_not_a_number(v) for v in value)
+    return False
+
+
 def _as_float_array(name: str, value) -> np.ndarray:
+    if _not_a_number(value):
+        raise ParameterError(name, value, "a real number or an array of real numbers (not None, a bool or a string)")
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):

@@ -17,14 +17,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import symattn
 from symattn import cli
 from symattn.cli import solve as cli_solve
 from symattn.cli import main
 from symattn.errors import ConvergenceError
 
-HERMITE_KEYS = {"activation", "a0", "a1", "nu", "d", "coefficients", "exact"}
-SOLVE_KEYS = {"gamma", "E_attention", "E_linear", "a1", "nu", "d"}
-SIMULATE_KEYS = {"gamma", "n", "p", "draws", "E_attention", "E_linear"}
+HERMITE_KEYS = {"activation", "a0", "a1", "nu", "d", "coefficients", "exact", "provenance"}
+SOLVE_KEYS = {"gamma", "E_attention", "E_linear", "a1", "nu", "d", "provenance"}
+SIMULATE_KEYS = {"gamma", "n", "p", "draws", "E_attention", "E_linear", "provenance"}
+PROVENANCE_KEYS = {"symattn", "parameters", "seed", "backend", "dtype", "versions", "python", "platform",
+                   "timestamp", "git_revision"}
 
 TANH_A1 = 0.6057055  # docs/theory.md §1.2
 TANH_NU = 0.3942945
@@ -41,10 +44,17 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def run_json(capsys, *argv):
+def run_json(capsys, *argv, provenance: bool = True):
+    """Run with --json; checks the exit code and (for symattn's own commands) the provenance object."""
     code, out, err = run(capsys, *argv, "--json")
     assert code == 0, err
-    return json.loads(out, parse_constant=_no_nonfinite)
+    data = json.loads(out, parse_constant=_no_nonfinite)
+    if provenance:
+        prov = data["provenance"]
+        assert set(prov) == PROVENANCE_KEYS, prov
+        assert prov["symattn"] == symattn.__version__ and prov["parameters"].get("command") == argv[0]
+        assert {"numpy", "scipy", "sympy", "mpmath"} <= set(prov["versions"]) and prov["timestamp"]
+    return data
 
 
 def e_lr_closed_form(c, g, m2):
@@ -142,7 +152,7 @@ def test_solve_linear_json_contract_and_values(capsys):
     gammas = [0.01, 0.1, 1.0, 10.0]
     data = run_json(capsys, "solve", "--activation", "tanh", "--c", 0.5, "--gamma", *gammas,
                     "--snr", 1, "--model", "linear")
-    assert set(data) == {"gamma", "E_linear", "a1", "nu", "d"}  # the model not requested is omitted
+    assert set(data) == {"gamma", "E_linear", "a1", "nu", "d", "provenance"}  # the model not requested is omitted
     assert data["gamma"] == gammas
     assert len(data["E_linear"]) == 4
     expected = [e_lr_closed_form(0.5, g, 1.0) for g in gammas]
@@ -186,6 +196,90 @@ def test_solve_both_json_contract(capsys):
     # --n uses the finite-p diagonal d_n (about 1/sqrt(p) for tanh)
     dn = run_json(capsys, "solve", "--c", 1, "--gamma", 1, "--n", 400, "--model", "attention")
     assert 0.0 < dn["d"] < 0.2
+
+
+def test_solve_several_c_rows_match_the_closed_form(capsys):
+    cs, gammas = [0.5, 2.0, 4.0], [0.1, 1.0]
+    data = run_json(capsys, "solve", "--c", *cs, "--gamma", *gammas, "--snr", 1, "--model", "linear")
+    assert data["c"] == cs and data["gamma"] == gammas and "failed" not in data
+    assert np.shape(data["E_linear"]) == (3, 2)
+    for i, c in enumerate(cs):
+        np.testing.assert_allclose(data["E_linear"][i], [e_lr_closed_form(c, g, 1.0) for g in gammas], rtol=1e-6)
+    assert data["provenance"]["parameters"]["c"] == cs
+
+
+def test_solve_several_c_equals_one_c_at_a_time(capsys):
+    argv = ["--gamma", 0.1, 1, "--aligned", "--snr", 1, "--n", 400]
+    both = run_json(capsys, "solve", "--c", 0.5, 1, *argv)
+    for i, c in enumerate((0.5, 1.0)):
+        one = run_json(capsys, "solve", "--c", c, *argv)
+        for key in ("E_attention", "E_linear"):
+            np.testing.assert_allclose(both[key][i], one[key], rtol=1e-12)
+        assert both["d"][i] == one["d"] and both["t"][i] == one["t"]
+        assert one["t"] == pytest.approx(2.0 / math.sqrt(round(c * 400)), rel=1e-12)  # (snr + snr^2)/sqrt(p)
+
+
+def test_strong_signal_warning_for_negative_t(capsys):
+    """|t| > 0.15, not t > 0.15: t = (1 + 3*(-3))/sqrt(200) = -0.566 warns too (issue 12, finding 8)."""
+    code, out, err = run(capsys, "solve", "--c", 0.5, "--gamma", 0.1, "--snr", 1, "--wk2", 9, "--wq2", 9,
+                         "--mu-wk", 3, "--mu-wq", -3, "--wk-wq", -9, "--n", 400)
+    assert code == 0, err
+    assert f"t = {-8 / math.sqrt(200):.3g} < -0.15" in err and "--finite-p" in err and err.count("\n") == 1
+
+
+def test_repeated_list_options_are_merged(capsys):
+    a = run_json(capsys, "solve", "--c", 0.5, "--c", 2, "--gamma", 0.1, "--gamma", 1, "--model", "linear")
+    b = run_json(capsys, "solve", "--c", 0.5, 2, "--gamma", 0.1, 1, "--model", "linear")
+    assert a["c"] == [0.5, 2.0] and a["gamma"] == [0.1, 1.0]
+    assert a["E_linear"] == b["E_linear"]
+
+
+def _failing_at(monkeypatch, c_bad, g_bad):
+    """theory.solve as it is, except that E_attention at (c_bad, g_bad) fails."""
+    import symattn.theory as theory
+
+    real = theory.solve
+
+    def solve(f, c, gamma, model="attention", errors="raise", **kwargs):
+        res = real(f, c, gamma, model=model, errors=errors, **kwargs)
+        g = np.atleast_1d(res.gamma)
+        hit = (model == "attention") & np.isclose(np.atleast_1d(res.c), c_bad) & np.isclose(g, g_bad)
+        if hit.any():
+            if errors == "raise":
+                raise ConvergenceError("no convergence", residuals=[1e-2], iterations=300,
+                                       point={"c": c_bad, "gamma": g_bad})
+            res.attention = np.where(hit, np.nan, res.attention)
+            res.failures = [{"c": c_bad, "gamma": g_bad, "model": "attention", "reason": "no convergence"}]
+        return res
+
+    monkeypatch.setattr(theory, "solve", solve)
+
+
+def test_one_failed_point_keeps_the_others_and_exits_3(capsys, monkeypatch):
+    argv = ["solve", "--c", 0.5, 2, "--gamma", 0.01, 0.1, 1, 10, "--snr", 1]
+    ref = run_json(capsys, *argv)
+    _failing_at(monkeypatch, 2.0, 0.1)
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 3
+    assert err.startswith("symattn: error: no convergence at 1 of 16 points (attention at c=2, gamma=0.1)")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    data = json.loads(out, parse_constant=_no_nonfinite)
+    assert data["E_attention"][1][1] is None
+    assert data["failed"] == [{"c": 2.0, "gamma": 0.1, "model": "attention", "error": "no convergence"}]
+    kept = [(i, j) for i in range(2) for j in range(4) if (i, j) != (1, 1)]
+    for i, j in kept:
+        assert data["E_attention"][i][j] == ref["E_attention"][i][j]
+    assert data["E_linear"] == ref["E_linear"]
+    code, out, err = run(capsys, *argv)  # the table marks the point
+    assert code == 3 and sum("failed" in ln for ln in out.splitlines()) == 1 and err.count("\n") == 1
+
+
+def test_one_failed_point_single_c(capsys, monkeypatch):
+    _failing_at(monkeypatch, 0.5, 1.0)
+    code, out, err = run(capsys, "solve", "--c", 0.5, "--gamma", 0.1, 1, "--json")
+    assert code == 3 and err.count("\n") == 1
+    data = json.loads(out, parse_constant=_no_nonfinite)
+    assert data["E_attention"][1] is None and data["E_attention"][0] is not None and "c" not in data
 
 
 def test_solve_attention_not_implemented_is_exit_2(capsys, monkeypatch):
@@ -387,7 +481,7 @@ def test_registering_a_new_command(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "symattn_test_ext", mod)
     monkeypatch.setitem(cli.COMMANDS, "hello", "symattn_test_ext:add_parser")
     assert run(capsys, "hello", "world") == (0, "hello world\n", "")
-    data = run_json(capsys, "hello", "you", "--aligned", "--snr", "1")
+    data = run_json(capsys, "hello", "you", "--aligned", "--snr", "1", provenance=False)  # an extension's own JSON
     assert data["hello"] == "you" and data["geometry"]["wk_wq"] == 1.0
     code, out, _ = run(capsys, "hello", "--help")
     assert code == 0 and "examples:" in out

@@ -264,8 +264,13 @@ def test_from_gram_and_from_vectors_bad_input():
         Geometry.from_vectors(np.ones(3), np.ones(4), np.ones(3))
     with pytest.raises(ParameterError, match="wq"):
         Geometry.from_vectors(np.ones(3), np.ones((2, 3)), np.ones(3))
-    with pytest.raises(ParameterError, match=r"invalid p=2"):
-        Geometry(snr=1.0).vectors(2)
+    with pytest.raises(ParameterError, match=r"invalid p=1: allowed p >= 2 \(the rank of the Gram matrix\)"):
+        Geometry(snr=1.0, wk2=1.0).vectors(1)  # two independent vectors do not fit in R^1
+    # p only needs the rank of the Gram matrix: a rank-one geometry embeds in R^2 (and R^1) exactly
+    for p in (1, 2):
+        mu, wk, wq = Geometry(snr=1.0).vectors(p)
+        V = np.vstack([mu, wk, wq])
+        np.testing.assert_array_equal(V @ V.T, Geometry(snr=1.0).gram)
 
 
 def test_as_geometry():

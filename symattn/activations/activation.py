@@ -62,7 +62,7 @@ class Activation:
     - ``a1`` = E[ξ f(ξ)] = a_1;
     - ``nu`` = ν = E f_c(ξ)² = Σ_{k≥1} a_k²;
     - ``s2`` = s² = ν − a1²;
-    - ``d`` = lim_{p→∞} f_c(√p)/√p (0 for bounded f, 1 for ReLU/|x|/x, ±inf for superlinear f,
+    - ``d`` = lim_{p→∞} f_c(√p)/√p (0 for bounded f, 1 for ReLU, ``|x|`` and x, ±inf for superlinear f,
       nan if the limit does not exist, e.g. x·sin x);
     - ``superlinear`` -- d is infinite.
 
@@ -350,7 +350,7 @@ class Activation:
         Computed piece by piece between the kinks of f by closed-form Gaussian integration of
         poly(x)·e^{quadratic(x)}·[erf(linear(x))]
         (:func:`symattn.activations.exact.exact_hermite_coefficient`): this covers polynomials,
-        ReLU, leaky ReLU, |x|, ELU, exp, sin, cos, erf, GELU for every k. Otherwise
+        ReLU, leaky ReLU, ``|x|``, ELU, exp, sin, cos, erf, GELU for every k. Otherwise
         ``sympy.integrate`` is tried within ``timeout`` seconds in total, except for functions
         known to have no closed form (tanh, sigmoid, softplus, silu, softsign, log, atan, ...).
 

@@ -49,7 +49,7 @@ def real_roots(g):
     >>> real_roots(X - X / 10)
     [0]
     """
-    g = sp.sympify(g)
+    g = sp.sympify(g, strict=True)  # never a string
     if not g.has(X):
         return []
     try:

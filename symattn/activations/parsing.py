@@ -5,10 +5,13 @@ r"""From what the user gives to a canonical expression in x (docs/theory.md §1.
 is a SymPy expression in the real symbol :data:`~symattn.activations.catalog.X` only (None for
 a callable). All parsing of strings happens in this module.
 
-Strings are read by ``sympy.parsing.sympy_parser.parse_expr`` with ``^`` as power and decimal
-literals as exact rationals (0.1 -> 1/10); besides the SymPy functions, the names ``max``,
-``min``, ``relu``, ``sigmoid``, ``softplus`` and ``Phi`` (the normal distribution function) may
-be used.
+Strings are read by the safe expression language of :mod:`.expression` (a whitelist over Python's
+``ast``: nothing of the string is ever evaluated), with ``^`` as power and decimal literals as
+exact rationals (0.1 -> 1/10); besides the functions of
+:data:`~symattn.activations.expression.FUNCTIONS`, the helpers ``relu``, ``sigmoid``,
+``softplus`` and ``Phi`` (the normal distribution function) may be called. A refused string
+raises :class:`~symattn.errors.ExpressionError` (a ParameterError and an ActivationError) naming
+the parameter 'activation' and the refused token.
 """
 
 from __future__ import annotations
@@ -20,19 +23,19 @@ import sympy as sp
 
 from ..errors import ActivationError
 from .catalog import CATALOG, X, catalog_name, unknown_name_error
+from .expression import FUNCTIONS, NON_FINITE_NAMES, non_finite_atoms, parse_expression
 
-__all__ = ["ParsedSpec", "parse_spec"]
+__all__ = ["ParsedSpec", "parse_spec", "ACTIVATION_FUNCTIONS"]
 
-# Helpers allowed inside expression strings.
+# Helpers allowed inside expression strings, besides expression.FUNCTIONS.
 _y = sp.Symbol("y", real=True)
-_PARSE_NAMES = {
-    "x": X,
-    "max": sp.Max,
-    "min": sp.Min,
-    "relu": sp.Lambda(_y, sp.Max(_y, 0)),
-    "sigmoid": sp.Lambda(_y, 1 / (1 + sp.exp(-_y))),
-    "softplus": sp.Lambda(_y, sp.log(1 + sp.exp(_y))),
-    "Phi": sp.Lambda(_y, (1 + sp.erf(_y / sp.sqrt(2))) / 2),
+#: the functions an activation string may call: name -> (callable, least, most arguments)
+ACTIVATION_FUNCTIONS = {
+    **FUNCTIONS,
+    "relu": (sp.Lambda(_y, sp.Max(_y, 0)), 1, 1),
+    "sigmoid": (sp.Lambda(_y, 1 / (1 + sp.exp(-_y))), 1, 1),
+    "softplus": (sp.Lambda(_y, sp.log(1 + sp.exp(_y))), 1, 1),
+    "Phi": (sp.Lambda(_y, (1 + sp.erf(_y / sp.sqrt(2))) / 2), 1, 1),
 }
 
 
@@ -66,8 +69,11 @@ def parse_spec(spec) -> ParsedSpec:
     Raises
     ------
     ActivationError
-        An empty string, an unknown name (with close matches), a string that does not parse,
-        an unknown function, a symbol other than x, a constant, or an object of another type.
+        An empty string, an unknown name (with close matches), a symbol other than x, a
+        non-finite expression (nan, oo, zoo), a constant, or an object of another type. A string
+        outside the expression language (it does not parse, an unknown function or name, a
+        refused construct, a bound exceeded) raises its subclass ExpressionError, which is also
+        a ParameterError of the parameter 'activation'.
 
     Examples
     --------
@@ -99,31 +105,20 @@ def parse_spec(spec) -> ParsedSpec:
 
 def _parse_string(spec: str):
     """(name, expression, kind) of a catalog name or an expression string (not yet canonical)."""
-    from sympy.parsing.sympy_parser import convert_xor, parse_expr, rationalize, standard_transformations
-
     s = spec.strip()
     if not s:
         raise ActivationError("empty activation string: give a catalog name or an expression in x")
     name = catalog_name(s)
     if name is not None:
         return name, CATALOG[name], "catalog"
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s) and s != "x":
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s) and s != "x" and s not in NON_FINITE_NAMES:
         raise unknown_name_error(s)
-    try:
-        expr = parse_expr(s, local_dict=dict(_PARSE_NAMES),
-                          transformations=standard_transformations + (convert_xor, rationalize))
-    except Exception as exc:  # SyntaxError, TokenError, TypeError, ... from the parser
-        raise ActivationError(f"cannot parse the activation expression {spec!r}: "
-                              f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(expr, sp.Expr):
-        raise ActivationError(f"the activation string {spec!r} does not define an expression in x "
-                              f"(got {type(expr).__name__})")
+    expr = parse_expression(s, {"x": X}, parameter="activation", functions=ACTIVATION_FUNCTIONS)
     return s, expr, "expression"
 
 
 def _canonical_expr(expr, label: str):
-    """Replace any Symbol named 'x' by the real X; refuse other free symbols and constants."""
-    expr = sp.sympify(expr)
+    """Replace any Symbol named 'x' by the real X; refuse other free symbols, non-finite values and constants."""
     unknown = sorted({type(a).__name__ for a in expr.atoms(sp.core.function.AppliedUndef)})
     if unknown:
         raise ActivationError(f"unknown function(s) {', '.join(unknown)} in the activation {label}: "
@@ -135,6 +130,9 @@ def _canonical_expr(expr, label: str):
             f"the activation {label!r} must be an expression in the single variable x; "
             f"it also contains {', '.join(bad)}")
     expr = expr.xreplace({s: X for s in syms if s.name == "x" and s != X})
+    bad = non_finite_atoms(expr)
+    if bad:
+        raise ActivationError(f"the activation {label!r} is not finite: it contains {', '.join(bad)}")
     if not expr.has(X):
         raise ActivationError(f"the activation {label!r} is constant: its centred form f - E f(xi) is 0")
     return expr

@@ -51,7 +51,7 @@ def rationalise(expr):
     >>> rationalise(c + 1)
     sqrt_c**2 + 1
     """
-    return sp.sympify(expr).subs(c, rc**2)
+    return sp.sympify(expr, strict=True).subs(c, rc**2)  # never a string
 
 
 class ArrayFunction:

@@ -8,7 +8,12 @@ r"""The compiled pieces of each system, derived from the SymPy objects by differ
   (chain rule); the nine traces are their λ-moments (:data:`TRACE_MOMENTS`);
 - ``gamma-r{r}``, ``gamma-dot-r{r}``, ``c-hat-r{r}``: Γ(T, 𝔊, c), Γ̇ = Σ_T ∂Γ/∂T · Ṫ,
   Ĉ(𝒜, c) for a coefficient matrix 𝒜 (= a1 Λ), ``lambda-r{r}``: Λ(𝔊) (docs/theory.md §6);
-- ``linear``: E_LR(c, γ, m2) in closed form (docs/theory.md §3).
+- ``linear``: E_LR(c, γ, m2) in closed form (docs/theory.md §3);
+- ``regular-tangent``, ``regular-kernels``: the same system in the regular unknowns
+  (P = (γ + s² e2) e1, e2, e3; :data:`symattn.systems.bulk.REGULAR_INTEGRANDS`): its tangent
+  (∂g̃/∂x, ∂g̃/∂γ), and q, k, r, the centred-trace integrands and q̇, k̇, ṙ given ẋ, from which
+  the traces and their γ-derivatives are computed without the 1/γ cancellation of the
+  (e1, e2, e3) form; ``gamma-r{r}`` takes the centred traces T_KQK^(j) − m_{j−1}/c (j = 1, 2, 3).
 
 :func:`kernel_definition` gives the SymPy side of each (expressions, arguments, intermediates);
 :func:`compiled` lambdifies it; :data:`KERNELS` is the table the solver runtime reads,
@@ -25,19 +30,26 @@ import sympy as sp
 
 from ..systems import attention_system, bulk_system, linear_system
 from ..systems.attention import TRACE_SYMBOLS, TRACES
-from ..systems.bulk import INTERMEDIATES, RESOLVENT_KERNELS, Delta, total_derivative
+from ..systems.bulk import (CENTRED_INTEGRANDS, INTERMEDIATES, REGULAR_INTEGRANDS, REGULAR_INTERMEDIATES,
+                            REGULAR_KERNELS, REGULAR_UNKNOWNS, RESOLVENT_KERNELS, Delta, P_unknown,
+                            regular_total_derivative, total_derivative)
 from ..systems.symbols import a1, c, d, e1, e2, e3, gamma, lam, m2, s2
 from .compile import CompiledExprs, CompiledMatrix
 
 UNKNOWNS = (e1, e2, e3)
 KERNEL_ORDER = ("Q", "QK", "KQK")
 INTEGRAND_ARGS = (lam, e1, e2, e3, c, gamma, a1, s2, d)
+#: the arguments of the regular-form integrands (docs/theory.md §5.2 in P = (γ + s² e2) e1, e2, e3)
+REGULAR_ARGS = (lam, P_unknown, e2, e3, c, gamma, a1, s2, d)
+#: the centred traces T_KQK^(1) − 1, T_KQK^(2) − 1/c, T_KQK^(3) − (1 + 1/c)/c, in which Γ is compiled
+CENTRED_SYMBOLS = tuple(sp.Symbol(f"U_{{KQK}}^{{({j})}}", real=True) for j in (1, 2, 3))
 E_DOTS = tuple(sp.Symbol(f"edot_{i}") for i in (1, 2, 3))
 TRACE_DOTS = tuple(sp.Symbol(f"Tdot_{i}") for i in range(len(TRACE_SYMBOLS)))
 #: the nine traces as (index of the kernel q, k, r in ``resolvent-kernels``, power j of λ)
 TRACE_MOMENTS = tuple((KERNEL_ORDER.index(kind), j) for _, kind, j in TRACES)
 #: the keys of the kernels that do not depend on the rank
-BULK_KEYS = ("bulk-residual", "bulk-newton", "bulk-sensitivity", "delta", "resolvent-kernels", "linear")
+BULK_KEYS = ("bulk-residual", "bulk-newton", "bulk-sensitivity", "delta", "resolvent-kernels", "linear",
+             "regular-tangent", "regular-kernels")
 #: the rank-r keys, ``key.format(r=rank)``
 RANK_KEYS = ("gamma-r{r}", "gamma-dot-r{r}", "c-hat-r{r}", "lambda-r{r}")
 
@@ -93,13 +105,27 @@ def kernel_definition(key: str) -> KernelDefinition:
         K_dot = [total_derivative(t, gamma) + sum(total_derivative(t, ej) * ed for ej, ed in zip(UNKNOWNS, E_DOTS))
                  for t in K]
         return KernelDefinition(args=INTEGRAND_ARGS + E_DOTS, exprs=tuple(K + K_dot), intermediates=INTERMEDIATES)
+    regular = {"args": REGULAR_ARGS, "intermediates": REGULAR_INTERMEDIATES}
+    if key == "regular-tangent":  # ∂g̃_i/∂x_j (row-major) and ∂g̃_i/∂γ of the regular form, x = (P, e2, e3)
+        return KernelDefinition(exprs=tuple(regular_total_derivative(gi, xj) for gi in REGULAR_INTEGRANDS
+                                            for xj in REGULAR_UNKNOWNS)
+                                + tuple(regular_total_derivative(gi, gamma) for gi in REGULAR_INTEGRANDS), **regular)
+    if key == "regular-kernels":  # q, k, r, the two centred integrands, and q, k, r's γ-derivatives given ẋ
+        K = [REGULAR_KERNELS[kind] for kind in KERNEL_ORDER]
+        K_dot = [regular_total_derivative(t, gamma)
+                 + sum(regular_total_derivative(t, xj) * xd for xj, xd in zip(REGULAR_UNKNOWNS, E_DOTS)) for t in K]
+        return KernelDefinition(args=REGULAR_ARGS + E_DOTS, exprs=tuple(K) + CENTRED_INTEGRANDS + tuple(K_dot),
+                                intermediates=REGULAR_INTERMEDIATES)
     if key == "linear":
         return KernelDefinition(args=(c, gamma, m2), exprs=(linear_system().closed_form["E"],))
     kind, rank = key.rsplit("-r", 1)
     system = attention_system(int(rank))
     gram = _gram_args(system)
-    if kind == "gamma":
-        return KernelDefinition(args=TRACE_SYMBOLS + gram + (c,), matrix=system.Gamma)
+    if kind == "gamma":  # Γ in the six plain traces and the three centred ones: no constant cancels numerically
+        T1, T2, T3 = TRACE_SYMBOLS[6:]
+        U1, U2, U3 = CENTRED_SYMBOLS
+        centred = system.Gamma.subs({T1: 1 + U1, T2: 1 / c + U2, T3: (1 + 1 / c) / c + U3}).applyfunc(sp.expand)
+        return KernelDefinition(args=TRACE_SYMBOLS[:6] + CENTRED_SYMBOLS + gram + (c,), matrix=centred)
     if kind == "gamma-dot":
         dot = sum((system.Gamma.diff(T) * Td for T, Td in zip(TRACE_SYMBOLS, TRACE_DOTS)), sp.zeros(*system.Gamma.shape))
         return KernelDefinition(args=TRACE_DOTS + gram + (c,), matrix=dot)

@@ -14,7 +14,11 @@ peaked near a), the weight of λ = 0 is
 
   w_0 = (1 − c)_+ + (min(1, c) − Σ_{k≥1} w_k),
 
-which keeps the convergence spectral uniformly in c.
+which keeps the convergence spectral uniformly in c. Once the rule has converged for
+constants, the correction min(1, c) − Σ w_k is rounding noise (a few m·eps); it is then set to
+zero rather than placed at λ = 0, where an integrand can be enormous (1/γ for c > 1 at small γ,
+outside the support) and would turn the noise into an error of eps/γ; a node of weight 0 is
+moved onto the first interior node.
 """
 
 from __future__ import annotations
@@ -22,8 +26,13 @@ from __future__ import annotations
 import numpy as np
 
 
-def mp_nodes(ctx, c, m: int):
-    """Nodes and weights, each of shape (P, m + 1), for the points c of shape (P,)."""
+def mp_nodes(ctx, c, m: int, parts: bool = False):
+    """Nodes and weights, each of shape (P, m + 1), for the points c of shape (P,).
+
+    With ``parts``, also the part of the weight of λ = 0 that belongs to the continuous part of
+    μ_S (the constant-exactness correction, (P, 1)): the weights of the continuous part alone
+    are the weights with node 0 replaced by it (no subtraction of the atom).
+    """
     c = ctx.convert(c).reshape(-1, 1)
     rc = ctx.sqrt(c)
     a = (1 - 1 / rc) ** 2
@@ -35,8 +44,16 @@ def mp_nodes(ctx, c, m: int):
     below = ctx.to_float(c) < 1
     atom = np.where(below, 1 - c, 0 * c)
     continuous_mass = np.where(below, c, 0 * c + 1)
-    w0 = atom + continuous_mass - w.sum(axis=1, keepdims=True)
-    return np.concatenate([0 * c, lam], axis=1), np.concatenate([w0, w], axis=1)
+    correction = continuous_mass - w.sum(axis=1, keepdims=True)
+    eps = np.finfo(float).eps if getattr(ctx, "dps", None) is None else 10.0 ** -ctx.dps
+    noise = np.abs(ctx.to_float(correction)) <= 4 * m * eps * ctx.to_float(continuous_mass)
+    correction = np.where(noise, 0 * c, correction)
+    w0 = atom + correction
+    # a node of weight 0 sits on the first interior node rather than at λ = 0, which is then outside
+    # the support (c > 1) and where an integrand may be infinite (0·∞ would poison the sums)
+    lam0 = np.where(ctx.to_float(w0) == 0, lam[:, 0:1], 0 * c)
+    nodes, weights = np.concatenate([lam0, lam], axis=1), np.concatenate([w0, w], axis=1)
+    return (nodes, weights, correction) if parts else (nodes, weights)
 
 
 def integrate_many(values, weights):

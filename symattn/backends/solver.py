@@ -8,21 +8,30 @@ source verbatim, with its relative imports replaced by copies of what they impor
 table of printed kernels: there is one copy of the runtime.
 
 Bulk fixed point (docs/theory.md §5): e = I(e), I_i(e) = ∫ g_i(λ; e) dμ_S, solved by Newton with
-the SymPy-derived Jacobian J = I − ∫ ∂g/∂e dμ_S (vectorised over points, with backtracking); where
-Newton fails, a1 = d = 0 points are solved by the reduced monotone equation in s²e1 (bisection,
-then a Newton polish; docs/theory.md §5.6), and the rest by the damped fixed point
-e ← ½ e + ½ I(e). The quadrature node count is doubled until the fixed-point residual evaluated
-on twice the nodes is below the context's tolerance (docs/theory.md §5.4, §5.5).
+the SymPy-derived Jacobian J = I − ∫ ∂g/∂e dμ_S (vectorised over points, with backtracking); the
+residual of each equation is relative to ∫ |g_i| dμ_S. Where Newton fails, a1 = d = 0 points are
+solved by the reduced monotone equation in s²e1 (bisection, then a Newton polish; docs/theory.md
+§5.6), small-γ points by Newton continued in γ from a larger γ, and the rest by the damped fixed
+point e ← ½ e + ½ I(e). The quadrature node count is doubled until the fixed-point residual
+evaluated on twice the nodes is below the context's tolerance (docs/theory.md §5.4, §5.5).
 
-Implicit differentiation: de/dγ = J^{-1} ∫ ∂g/∂γ dμ_S, then Ṫ = ∫ ∂T/∂γ + (∫ ∂T/∂e) ė, and for
-F = Γ00 − eᵀu, u = Ĉ(I + ΓĈ)^{-1}e (so that dB = −B dΓ B with B = Ĉ(I + ΓĈ)^{-1}; docs/theory.md §6.6):
+Traces and their γ-derivatives (:func:`regular_traces`): by implicit differentiation in the
+regular unknowns x = (P, e2, e3), P = (γ + s² e2) e1, (I − ∫∂g̃/∂x) ẋ = ∫∂g̃/∂γ, then
+Ṫ = ∫ (∂/∂γ + ẋ·∂/∂x)(λ^j K) dμ_S, with the centred traces T_KQK^(j) − m_{j−1}/c as integrals of
+their own: no O(1/γ) or O(1/c) terms cancel. Woodbury (docs/theory.md §6.6), with
+v = (I + ĈΓ)^{-1} e_0 (exact rational arithmetic where I + ĈΓ is ill-conditioned):
 
-  F'(γ) = Γ̇00 − 2 ėᵀu + uᵀ Γ̇ u,   E_A = −γ² F'(γ).
+  F = (Γ v)_0,   F'(γ) = vᵀ Γ̇ v,   E_A = −γ² F'(γ)
+
+(= Γ̇00 − 2 ėᵀu + uᵀ Γ̇ u with u = e_0 − v, without the cancellation). :func:`precision_estimate`
+estimates the relative error of E_A by perturbing every intermediate.
 
 Branch check at z = −γ: e1 > 0, 0 ≤ e2 ≤ 1, Δ(λ) > 0 on every node; otherwise ConvergenceError.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -33,6 +42,11 @@ from .quadrature import integrate_many, mp_nodes as _mp_nodes
 NEWTON_MAX_ITER = 25
 NONMONOTONE = 1e4          # a Newton step may raise the merit function at most this factor
 FIXED_POINT_MAX_ITER = 20000
+CONTINUATION_START = 1e-2  # continuation in γ starts at this multiple of a1² + s² + d²
+CONTINUATION_MAX_STEPS = 200
+QUADRATURE_ACCEPT = 1e3   # at the node budget, a residual on twice the nodes up to this × quad_tol is accepted
+PRECISION_DRAWS = 2       # perturbation draws of precision_estimate
+WOODBURY_COND = 1e-6       # float64 Woodbury solves with cond·eps above this are done in exact arithmetic
 
 
 class BulkSolution:
@@ -50,11 +64,29 @@ class BulkSolution:
     iterations : int
     residual : array (P,)
         Max-norm relative residual.
+    quadrature : array (P,)
+        The relative residual of the solution on twice its nodes (the quadrature's error estimate).
+    corrections : list
+        For each group, the part (P_g, 1) of the weight of λ = 0 that belongs to the continuous
+        part of μ_S (:func:`symattn.backends.quadrature.mp_nodes` with ``parts``).
     """
 
-    def __init__(self, e, params, groups, iterations, residual):
+    def __init__(self, e, params, groups, iterations, residual, quadrature=None, corrections=None):
         self.e, self.params, self.groups = e, params, groups
         self.iterations, self.residual = iterations, residual
+        self.quadrature = np.zeros(np.shape(residual)) if quadrature is None else quadrature
+        if corrections is None:  # recovered from the weights: w_0 minus the atom (1 − c)_+
+            corrections = []
+            for idx, _, w in groups:
+                c = params[0][idx] ** 2
+                corrections.append(w[:, 0:1] - np.where(np.asarray(c, dtype=float) < 1, 1 - c, 0 * c))
+        self.corrections = corrections
+
+    def continuous_weights(self, k: int):
+        """The weights of group ``k`` for the continuous part of μ_S alone (the atom removed)."""
+        w = self.groups[k][2].copy()
+        w[:, 0:1] = self.corrections[k]
+        return w
 
     def integrate(self, ctx, key: str, extra=None, moments=None):
         """∫ g_j dμ_S for the compiled integrand list ``key`` at the solution: array (P, J).
@@ -92,24 +124,35 @@ def _args(lam, e, params):
 
 
 def _fixed_point_map(ctx, lam, w, e, params, jacobian=True):
-    """I(e) = ∫ g(λ; e) dμ_S (P, 3) and, with ``jacobian``, ∫ ∂g/∂e dμ_S (P, 3, 3)."""
+    """I(e) = ∫ g(λ; e) dμ_S (P, 3), its scale ∫ |g| dμ_S (P, 3) and, with ``jacobian``,
+    ∫ ∂g/∂e dμ_S (P, 3, 3) (else None). The scale is what the residual is measured against
+    (:func:`_relative_residual`)."""
     key = "bulk-newton" if jacobian else "bulk-residual"
     vals = _kernel(ctx, key)(*_args(lam, e, params))
     I = integrate_many(vals[:3], w)
+    A = integrate_many([np.abs(v) for v in vals[:3]], np.abs(w))
     if not jacobian:
-        return I, None
-    return I, integrate_many(vals[3:12], w).reshape(-1, 3, 3)
+        return I, A, None
+    return I, A, integrate_many(vals[3:12], w).reshape(-1, 3, 3)
 
 
-def _relative_residual(ctx, e, I):
-    scale = np.maximum(1.0, np.abs(ctx.to_float(e)))
-    return np.max(np.abs(ctx.to_float(e - I)) / scale, axis=-1)
+def _residual_scale(ctx, e, A):
+    """max(|e_i|, ∫ |g_i| dμ_S): each equation's residual is relative to the size of its own integral.
+
+    A fixed absolute floor (max(1, |e|)) would accept e2 = 0 where e2 ~ γ/s² is tiny (a1 = d = 0
+    at small γ/s²; docs/theory.md §5.6), a point that is not a root.
+    """
+    return np.maximum(np.maximum(np.abs(ctx.to_float(e)), ctx.to_float(A)), np.finfo(float).tiny)
 
 
-def _merit(ctx, e, I):
-    """Newton's merit function ‖(e − I)/max(1, |e|)‖₂² (the Newton step is a descent direction for it)."""
-    scale = np.maximum(1.0, np.abs(ctx.to_float(e)))
-    return np.sum((ctx.to_float(e - I) / scale) ** 2, axis=-1)
+def _relative_residual(ctx, e, I, A):
+    """max_i |e_i − I_i| / max(|e_i|, ∫ |g_i| dμ_S) per point."""
+    return np.max(np.abs(ctx.to_float(e - I)) / _residual_scale(ctx, e, A), axis=-1)
+
+
+def _merit(ctx, e, I, A):
+    """Newton's merit function ‖(e − I)/scale‖₂² with the scale of :func:`_residual_scale`."""
+    return np.sum((ctx.to_float(e - I) / _residual_scale(ctx, e, A)) ** 2, axis=-1)
 
 
 def _delta(ctx, lam, e, params):
@@ -135,9 +178,9 @@ def _admissible(ctx, lam, w, e, params, strict=True):
 def _newton(ctx, lam, w, e, params, tol):
     """Vectorised Newton with backtracking; returns (e, residual, converged mask, iterations)."""
     eye = ctx.convert(np.eye(3))
-    I, JI = _fixed_point_map(ctx, lam, w, e, params)
-    res = _relative_residual(ctx, e, I)
-    merit = _merit(ctx, e, I)
+    I, A, JI = _fixed_point_map(ctx, lam, w, e, params)
+    res = _relative_residual(ctx, e, I, A)
+    merit = _merit(ctx, e, I, A)
     it = 0
     active = res > tol
     while np.any(active) and it < NEWTON_MAX_ITER:
@@ -152,13 +195,14 @@ def _newton(ctx, lam, w, e, params, tol):
             trial = e[pending] - t * pstep
             ok = _admissible(ctx, lam[pending], w[pending], trial, sub, strict=False)
             safe = np.where(ok[:, None], trial, e[pending])
-            I_t, JI_t = _fixed_point_map(ctx, lam[pending], w[pending], safe, sub)
-            r_t = _relative_residual(ctx, safe, I_t)
+            I_t, A_t, JI_t = _fixed_point_map(ctx, lam[pending], w[pending], safe, sub)
+            r_t = _relative_residual(ctx, safe, I_t, A_t)
+            m_t = _merit(ctx, safe, I_t, A_t)
             # non-monotone acceptance: Newton may climb the merit function for a few steps on its way
-            better = ok & ((_merit(ctx, safe, I_t) < NONMONOTONE * merit[pending]) | (r_t <= tol))
+            better = ok & ((m_t < NONMONOTONE * merit[pending]) | (r_t <= tol))
             took = pending[better]
             e[took], I[took], JI[took], res[took] = trial[better], I_t[better], JI_t[better], r_t[better]
-            merit[took] = _merit(ctx, trial[better], I_t[better])
+            merit[took] = m_t[better]
             pending, pstep = pending[~better], pstep[~better]
             if not pending.size:
                 break
@@ -166,6 +210,56 @@ def _newton(ctx, lam, w, e, params, tol):
         active = res > tol
         active[pending] = False  # no descent: leave to the fallback
     return e, res, res <= tol, it
+
+
+def _continuation(ctx, lam, w, params, tol, start=CONTINUATION_START, max_steps=CONTINUATION_MAX_STEPS):
+    r"""Newton continued in γ down from γ_0 = max(γ, start·(a1² + s² + d²)) to each point's γ.
+
+    Where Newton from (1/γ, 0, 0) fails at small γ (c > 1: e1 ~ 1/√γ, e2 ~ √γ, docs/theory.md §7.3,
+    far from the start), it is solved at γ_0 first, then at γ_k = γ_{k−1}/r (r = 10, taken
+    smaller after a failed step) from a start extrapolated log-linearly in γ (e1, e2 > 0 follow
+    power laws in γ, e3 is extrapolated linearly in log γ), down to the point's γ.
+    Returns (e, residual, converged mask, Newton iterations).
+    """
+    rc, gamma, a1, s2, d = params
+    P = gamma.shape[0]
+    target = ctx.to_float(gamma[:, 0])
+    scale = ctx.to_float(a1[:, 0]) ** 2 + ctx.to_float(s2[:, 0]) + ctx.to_float(d[:, 0]) ** 2
+    g_now = np.maximum(target, start * scale)
+    e = _initial_guess(ctx, ctx.convert(g_now))
+    sub = (rc, ctx.convert(g_now.reshape(-1, 1)), a1, s2, d)
+    e, res, ok, total = _newton(ctx, lam, w, e, sub, tol)
+    ok &= _admissible(ctx, lam, w, e, sub, strict=False)
+    prev_g, prev_e = g_now.copy(), e.copy()
+    ratio = np.full(P, 10.0)
+    for _ in range(max_steps):
+        active = np.nonzero(ok & (g_now > target))[0]
+        if not active.size:
+            break
+        gn = np.maximum(g_now[active] / ratio[active], target[active])
+        guess = e[active].copy()
+        seen = prev_g[active] > g_now[active]          # two solutions known: extrapolate
+        with np.errstate(all="ignore"):
+            step = np.log(gn / g_now[active]) / np.log(g_now[active] / prev_g[active])
+        for j, i in enumerate(active):
+            if not seen[j]:
+                continue
+            for k in (0, 1):
+                a, b = ctx.to_float(prev_e[i, k]), ctx.to_float(e[i, k])
+                if a > 0 and b > 0:
+                    guess[j, k] = e[i, k] * ctx.convert((b / a) ** step[j])
+            guess[j, 2] = e[i, 2] + (e[i, 2] - prev_e[i, 2]) * ctx.convert(step[j])
+        sb = (rc[active], ctx.convert(gn.reshape(-1, 1)), a1[active], s2[active], d[active])
+        e_n, r_n, conv, it = _newton(ctx, lam[active], w[active], guess, sb, tol)
+        total += it
+        conv &= _admissible(ctx, lam[active], w[active], e_n, sb, strict=False)
+        took, failed = active[conv], active[~conv]
+        prev_g[took], prev_e[took] = g_now[took], e[took]
+        g_now[took], e[took], res[took] = gn[conv], e_n[conv], r_n[conv]
+        ratio[failed] = np.sqrt(ratio[failed])
+        ok[failed[ratio[failed] < 1.01]] = False
+    ok &= g_now <= target
+    return e, res, ok, total
 
 
 def _fixed_point(ctx, lam, w, e, params, tol):
@@ -180,8 +274,8 @@ def _fixed_point(ctx, lam, w, e, params, tol):
     while active.size and it < FIXED_POINT_MAX_ITER:
         it += 1
         sub = tuple(p[active] for p in params)
-        I, _ = _fixed_point_map(ctx, lam[active], w[active], e[active], sub, jacobian=False)
-        res[active] = _relative_residual(ctx, e[active], I)
+        I, A, _ = _fixed_point_map(ctx, lam[active], w[active], e[active], sub, jacobian=False)
+        res[active] = _relative_residual(ctx, e[active], I, A)
         e[active] = (e[active] + I) / 2
         active = active[res[active] > tol]
     return e, res, it
@@ -265,15 +359,18 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
     e = _initial_guess(ctx, gamma)
     m, total_it = ctx.nodes, 0
     todo = np.arange(P)
-    groups, res_all = [], np.zeros(P)
+    groups, corrections, res_all, quad_all = [], [], np.zeros(P), np.zeros(P)
     while todo.size:
         sub = tuple(p[todo] for p in params)
-        lam, w = _mp_nodes(ctx, c[todo], m)
+        lam, w, corr = _mp_nodes(ctx, c[todo], m, parts=True)
         e_sub, res, conv, it = _newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
         total_it += it
         bad = np.nonzero(~conv | ~_admissible(ctx, lam, w, e_sub, sub))[0]
-        tiny = float(ctx.tol) * 1e-3  # a1, d this small (quadrature zeros) change e by less than the tolerance
-        exact = bad[(np.abs(ctx.to_float(sub[2][bad, 0])) <= tiny) & (np.abs(ctx.to_float(sub[4][bad, 0])) <= tiny)]
+        # a1, d this small relative to the kernel's size √(a1² + s² + d²) (quadrature zeros) change e
+        # by less than the tolerance
+        a1f, s2f, df = (np.abs(ctx.to_float(sub[i][bad, 0])) for i in (2, 3, 4))
+        tiny = float(ctx.tol) * 1e-3 * np.sqrt(a1f**2 + s2f + df**2)
+        exact = bad[(a1f <= tiny) & (df <= tiny)]
         if exact.size:  # a1 = d = 0: the reduced one-dimensional equation, then a Newton polish
             sb = tuple(p[exact] for p in sub)
             e_r, r_r, conv_r, it_r = _newton(ctx, lam[exact], w[exact], _reduced_a1_d_zero(ctx, lam[exact], w[exact], sb),
@@ -282,6 +379,15 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
             conv_r &= _admissible(ctx, lam[exact], w[exact], e_r, sb)
             e_sub[exact[conv_r]], res[exact[conv_r]] = e_r[conv_r], r_r[conv_r]
             bad = np.setdiff1d(bad, exact[conv_r])
+        small = bad[ctx.to_float(gamma[todo][bad]) < CONTINUATION_START * (
+            ctx.to_float(a1[todo][bad]) ** 2 + ctx.to_float(s2[todo][bad]) + ctx.to_float(d[todo][bad]) ** 2)]
+        if small.size:  # small γ: Newton continued in γ from a larger γ
+            sb = tuple(p[small] for p in sub)
+            e_c, r_c, conv_c, it_c = _continuation(ctx, lam[small], w[small], sb, ctx.tol)
+            total_it += it_c
+            conv_c &= _admissible(ctx, lam[small], w[small], e_c, sb)
+            e_sub[small[conv_c]], res[small[conv_c]] = e_c[conv_c], r_c[conv_c]
+            bad = np.setdiff1d(bad, small[conv_c])
         if bad.size:  # fallback: the damped fixed point of docs/theory.md §5.5 (slow but sure)
             sb = tuple(p[bad] for p in sub)
             e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
@@ -294,17 +400,23 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
                                        point=_describe(point_info, todo[stuck], c, gamma))
         e[todo] = e_sub
         lam2, w2 = _mp_nodes(ctx, c[todo], 2 * m)
-        I2, _ = _fixed_point_map(ctx, lam2, w2, e_sub, sub, jacobian=False)
-        fine = _relative_residual(ctx, e_sub, I2) <= ctx.quad_tol
+        I2, A2, _ = _fixed_point_map(ctx, lam2, w2, e_sub, sub, jacobian=False)
+        res2 = _relative_residual(ctx, e_sub, I2, A2)
+        fine = res2 <= ctx.quad_tol
+        if 2 * m > ctx.max_nodes:  # the budget is spent: accept near misses (the precision estimate sees res2)
+            fine = res2 <= QUADRATURE_ACCEPT * float(ctx.quad_tol)
         if fine.any():
             groups.append((todo[fine], lam[fine], w[fine]))
+            corrections.append(corr[fine])
             res_all[todo[fine]] = ctx.to_float(res[fine])
+            quad_all[todo[fine]] = res2[fine]
         if not fine.all() and 2 * m > ctx.max_nodes:
             raise ConvergenceError("quadrature did not converge (integrand too sharply peaked)",
-                                   residuals=_relative_residual(ctx, e_sub, I2)[~fine], iterations=total_it,
+                                   residuals=res2[~fine], iterations=total_it,
                                    point=_describe(point_info, todo[~fine], c, gamma))
         todo, m = todo[~fine], 2 * m
-    sol = BulkSolution(e=e, params=params, groups=groups, iterations=total_it, residual=res_all)
+    sol = BulkSolution(e=e, params=params, groups=groups, iterations=total_it, residual=res_all, quadrature=quad_all,
+                       corrections=corrections)
     _check_branch(ctx, sol, point_info, c, gamma)
     return sol
 
@@ -392,6 +504,69 @@ def traces(ctx, sol: BulkSolution, e_dot):
     return vals[:, :9], vals[:, 9:]
 
 
+def regular_traces(ctx, sol: BulkSolution, bump=None):
+    r"""The nine traces T, the three centred traces U and Ṫ from the regular form of the bulk system.
+
+    In the unknowns x = (P, e2, e3), P = (γ + s² e2) e1 (:data:`symattn.systems.bulk.REGULAR_INTEGRANDS`),
+    ẋ solves (I − ∫∂g̃/∂x dμ_S) ẋ = ∫∂g̃/∂γ dμ_S, and T, Ṫ are the λ-moments of q, k, r and of
+    their γ-derivatives (docs/theory.md §6.3) in that form. The centred traces (docs/theory.md §6.5)
+
+      U1 = T_KQK^(1) − 1 = −[(c − 1)_+ + ∫_cont w/Δ dμ_S]/c,   U2 = T_KQK^(2) − 1/c = −e2/c,
+      U3 = T_KQK^(3) − (1 + 1/c)/c = −(w/c) ∫ λ²/Δ dμ_S      (w = γ + s² e2)
+
+    are integrals of one-signed integrands. The same values as :func:`traces`, without its loss of
+    precision at small γ, where (e1, e2) ~ (1/γ, γ) for c < 1 and every derivative in the
+    (e1, e2, e3) form is a difference of O(1/γ) terms, and at small c (U ≪ T).
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    sol : BulkSolution
+    bump : callable, optional
+        Applied to ẋ before it is used (:func:`precision_estimate` perturbs it).
+
+    Returns
+    -------
+    T, U, T_dot : arrays (P, 9), (P, 3), (P, 9)
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, 1.0, 0.6, 0.03, 0.1)
+    >>> T, U, T_dot = regular_traces(ctx, sol)
+    >>> T0, T_dot0 = traces(ctx, sol, bulk_derivative(ctx, sol))
+    >>> bool(np.allclose(T, T0, rtol=1e-12) and np.allclose(T_dot, T_dot0, rtol=1e-10))
+    True
+    >>> bool(abs(U[0, 1] + sol.e[0, 1] / 0.5) < 1e-15)     # U2 = −e2/c
+    True
+    """
+    P = sol.e.shape[0]
+    dtype = object if ctx.name == "mpmath" else float
+    T, U, T_dot = (np.empty((P, k), dtype=dtype) for k in (9, 3, 9))
+    eye = ctx.convert(np.eye(3))[None]
+    for k, (idx, lam, w) in enumerate(sol.groups):
+        rc, g, a1, s2, d = (p[idx] for p in sol.params)
+        e = sol.e[idx]
+        P_ = (g + s2 * e[:, 1:2]) * e[:, 0:1]
+        args = (lam, P_, e[:, 1:2], e[:, 2:3], rc, g, a1, s2, d)
+        tangent = _kernel(ctx, "regular-tangent")(*args)
+        J = integrate_many(tangent[:9], w).reshape(-1, 3, 3)
+        x_dot = ctx.solve(eye - J, integrate_many(tangent[9:], w))
+        if bump is not None:
+            x_dot = bump(x_dot)
+        vals = _kernel(ctx, "regular-kernels")(*args, x_dot[:, 0:1], x_dot[:, 1:2], x_dot[:, 2:3])
+        K, centred, K_dot = vals[:3], vals[3:5], vals[5:8]
+        T[idx] = integrate_many([K[i] * lam**j if j else K[i] for i, j in TRACE_MOMENTS], w)
+        T_dot[idx] = integrate_many([K_dot[i] * lam**j if j else K_dot[i] for i, j in TRACE_MOMENTS], w)
+        c = rc[:, 0] ** 2
+        above = np.where(ctx.to_float(c) > 1, c - 1, 0 * c)
+        U[idx, 0] = integrate_many([centred[0]], sol.continuous_weights(k))[:, 0] - above / c
+        U[idx, 1] = -e[:, 1] / c
+        U[idx, 2] = integrate_many([centred[1]], w)[:, 0]
+    return T, U, T_dot
+
+
 def kernel_coefficients(ctx, a1, gram, rank: int):
     """𝒜 = a1 Λ(𝔊), the coefficients of the low-rank kernel part (1/p) E 𝒜 Eᵀ (docs/theory.md §6.2).
 
@@ -420,10 +595,20 @@ def kernel_coefficients(ctx, a1, gram, rank: int):
     return np.asarray(a1).reshape(-1, 1, 1) * L
 
 
-def woodbury(ctx, T, T_dot, A, gram, rank: int, rc):
-    """F and F'(γ) from the traces by the Woodbury identity (docs/theory.md §6.6).
+def woodbury(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None):
+    r"""F and F'(γ) from the traces by the Woodbury identity (docs/theory.md §6.6).
 
-    F = Γ00 − eᵀu and F' = Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = Ĉ(I + ΓĈ)^{-1}e, e = Γ[:, 0].
+    With v = (I + ĈΓ)^{-1} e_0 (e_0 the first unit vector, Γ and Ĉ symmetric),
+
+      F = [(I + ΓĈ)^{-1} Γ]_00 = (Γ v)_0,   F' = vᵀ Γ̇ v,
+
+    which is Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = e_0 − v = Ĉ(I + ΓĈ)^{-1}e, e = Γ[:, 0], written without
+    the subtraction (dR = L dΓ Lᵀ for R = (I + ΓĈ)^{-1}Γ, L = (I + ΓĈ)^{-1}): the expanded form
+    cancels catastrophically where F is small (a strong signal). −Γ̇ is a Gram matrix, so
+    E = −γ² vᵀΓ̇v ≥ 0 term by term. In float64, points where I + ĈΓ is ill-conditioned (a strong
+    signal: condition number ~ snr²) are redone in exact rational arithmetic from the float64
+    traces, a1, 𝔊 and √c (:func:`_exact_woodbury`): E is well-conditioned in the traces even
+    there, but not in independently rounded entries of Γ and Ĉ.
 
     Parameters
     ----------
@@ -436,6 +621,12 @@ def woodbury(ctx, T, T_dot, A, gram, rank: int, rc):
     rank : int
     rc : array (P,)
         √c.
+    a1 : array (P,), optional
+        With ``A = a1 Λ(𝔊)``: the exact path rebuilds 𝒜 from a1 and 𝔊 (their rounded product
+        loses the structure that a strong signal depends on).
+    centred : array (P, 3), optional
+        The centred traces U of :func:`regular_traces`, which Γ is written in; default from T
+        (T_KQK^(1) − 1, T_KQK^(2) − 1/c, T_KQK^(3) − (1 + 1/c)/c, with their cancellation).
 
     Returns
     -------
@@ -454,17 +645,196 @@ def woodbury(ctx, T, T_dot, A, gram, rank: int, rc):
     """
     P = T.shape[0]
     dtype = object if ctx.name == "mpmath" else float
-    gv = gram_values(gram)
-    Gam = _kernel(ctx, f"gamma-r{rank}")(*T.T, *gv, rc, P=P, dtype=dtype)
-    Gdot = _kernel(ctx, f"gamma-dot-r{rank}")(*T_dot.T, *gv, rc, P=P, dtype=dtype)
-    m = A.shape[-1]
-    Ch = _kernel(ctx, f"c-hat-r{rank}")(*[A[:, i, j] for i in range(m) for j in range(m)], rc, P=P, dtype=dtype)
-    M = ctx.convert(np.eye(Gam.shape[-1]))[None] + Gam @ Ch
-    e, e_dot = Gam[:, :, 0], Gdot[:, :, 0]
-    u = np.einsum("pij,pj->pi", Ch, ctx.solve(M, e))
-    F = Gam[:, 0, 0] - (e * u).sum(axis=-1)
-    F_dot = Gdot[:, 0, 0] - 2 * (e_dot * u).sum(axis=-1) + np.einsum("pi,pij,pj->p", u, Gdot, u)
+    if centred is None:
+        c = rc**2
+        centred = np.stack([T[:, 6] - 1, T[:, 7] - 1 / c, T[:, 8] - (1 + 1 / c) / c], axis=-1)
+    T = np.concatenate([T[:, :6], centred], axis=1)
+    Gam, Gdot, Ch = _woodbury_matrices(KERNELS[ctx.lambdify_modules], T, T_dot, A, gram, rank, rc, P, dtype)
+    N = Gam.shape[-1]
+    M = ctx.convert(np.eye(N))[None] + Ch @ Gam
+    e0 = ctx.convert(np.broadcast_to(np.eye(N)[0], (P, N)).copy())
+    exact = np.zeros(P, dtype=bool)
+    if dtype is float:
+        with np.errstate(all="ignore"):
+            finite = np.all(np.isfinite(M), axis=(1, 2))
+            cond = np.full(P, np.inf)
+            cond[finite] = np.linalg.cond(M[finite])
+        exact = ~(cond * np.finfo(float).eps < WOODBURY_COND)
+    F, F_dot = ctx.zeros(P), ctx.zeros(P)
+    ok = ~exact
+    if ok.any():
+        if dtype is float:
+            v = ctx.solve(M[ok], e0[ok])
+        else:
+            v = np.array([_gauss_solve(Mi.tolist(), ei.tolist()) for Mi, ei in zip(M[ok], e0[ok])], dtype=object)
+        F[ok] = (Gam[ok, 0, :] * v).sum(axis=-1)
+        F_dot[ok] = np.einsum("pi,pij,pj->p", v, Gdot[ok], v)
+    for i in np.nonzero(exact)[0]:
+        sel = slice(i, i + 1)
+        A_i = (None if a1 is None else np.asarray(a1, dtype=float).reshape(-1)[i])
+        F[i], F_dot[i] = _exact_woodbury(T[sel], T_dot[sel], A[sel], gram[sel], rank, np.asarray(rc)[sel], A_i)
     return F, F_dot
+
+
+def _woodbury_matrices(table, T, T_dot, A, gram, rank, rc, P, dtype):
+    """Γ, Γ̇ and Ĉ (P, N, N) from the traces (``T``: the six plain and three centred ones), 𝒜,
+    𝔊 and √c (docs/theory.md §6.4, §6.5), with the kernels of ``table`` (the float64 ones also
+    run on arrays of :class:`Rational` numbers)."""
+    gv = gram_values(gram)
+    Gam = table[f"gamma-r{rank}"](*T.T, *gv, rc, P=P, dtype=dtype)
+    Gdot = table[f"gamma-dot-r{rank}"](*T_dot.T, *gv, rc, P=P, dtype=dtype)
+    m = A.shape[-1]
+    Ch = table[f"c-hat-r{rank}"](*[A[:, i, j] for i in range(m) for j in range(m)], rc, P=P, dtype=dtype)
+    return Gam, Gdot, Ch
+
+
+class Rational:
+    """An exact rational number n/d on Python integers (the exact Woodbury step; the standard
+    library's ``fractions`` is not among the imports a generated solver may use).
+
+    Examples
+    --------
+    >>> x = Rational.of(0.1) * 3 - Rational.of(0.3)
+    >>> float(x) == 0.1 * 3 - 0.3, float(x)          # exact: no rounding of the product and difference
+    (False, 2.7755575615628914e-17)
+    """
+
+    __slots__ = ("n", "d")
+
+    def __init__(self, n: int, d: int = 1):
+        if d < 0:
+            n, d = -n, -d
+        g = math.gcd(n, d)
+        self.n, self.d = (n // g, d // g) if g > 1 else (n, d)
+
+    @classmethod
+    def of(cls, x):
+        """The exact value of an int, a float or a Rational."""
+        if isinstance(x, Rational):
+            return x
+        if isinstance(x, (int, np.integer)):
+            return cls(int(x))
+        return cls(*float(x).as_integer_ratio())
+
+    def __add__(self, o):
+        if not isinstance(o, _SCALARS):
+            return NotImplemented
+        o = Rational.of(o)
+        return Rational(self.n * o.d + o.n * self.d, self.d * o.d)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        if not isinstance(o, _SCALARS):
+            return NotImplemented
+        o = Rational.of(o)
+        return Rational(self.n * o.d - o.n * self.d, self.d * o.d)
+
+    def __rsub__(self, o):
+        if not isinstance(o, _SCALARS):
+            return NotImplemented
+        return Rational.of(o) - self
+
+    def __mul__(self, o):
+        if not isinstance(o, _SCALARS):
+            return NotImplemented
+        o = Rational.of(o)
+        return Rational(self.n * o.n, self.d * o.d)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        if not isinstance(o, _SCALARS):
+            return NotImplemented
+        o = Rational.of(o)
+        if o.n == 0:
+            raise ZeroDivisionError("Rational division by zero")
+        return Rational(self.n * o.d, self.d * o.n)
+
+    def __rtruediv__(self, o):
+        if not isinstance(o, _SCALARS):
+            return NotImplemented
+        return Rational.of(o) / self
+
+    def __neg__(self):
+        return Rational(-self.n, self.d)
+
+    def __abs__(self):
+        return Rational(abs(self.n), self.d)
+
+    def __bool__(self):
+        return self.n != 0
+
+    def __lt__(self, o):
+        o = Rational.of(o)
+        return self.n * o.d < o.n * self.d
+
+    def __gt__(self, o):
+        return Rational.of(o) < self
+
+    def __eq__(self, o):
+        o = Rational.of(o)
+        return self.n == o.n and self.d == o.d
+
+    __hash__ = None
+
+    def __float__(self):
+        return self.n / self.d
+
+    def __repr__(self):
+        return f"Rational({self.n}, {self.d})"
+
+
+_SCALARS = (Rational, int, float, np.integer, np.floating)
+
+
+def _exact_woodbury(T, T_dot, A, gram, rank, rc, a1=None):
+    """F = (Γv)_0 and F' = vᵀΓ̇v, v = (I + ĈΓ)^{-1}e_0, for one point in exact rational arithmetic
+    (the float64 kernels evaluated on :class:`Rational` numbers, Gaussian elimination on them) from the float64
+    traces (six plain, three centred), 𝒜 (or a1 and 𝔊: 𝒜 = a1 Λ(𝔊)) and √c; NaN where the system
+    is singular or not finite."""
+    values = [T, T_dot, gram, rc] + ([A] if a1 is None else [np.asarray(a1)])
+    if not all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in values):
+        return np.nan, np.nan
+    fr = np.frompyfunc(Rational.of, 1, 1)
+    T, T_dot, gram, rc = (fr(np.asarray(v, dtype=float)) for v in (T, T_dot, gram, rc))
+    table = KERNELS["numpy"]
+    if a1 is not None:
+        A = Rational.of(float(a1)) * table[f"lambda-r{rank}"](*gram_values(gram), P=1, dtype=object)
+    else:
+        A = fr(np.asarray(A, dtype=float))
+    Gam, Gdot, Ch = (X[0].tolist() for X in _woodbury_matrices(table, T, T_dot, A, gram, rank, rc, 1, object))
+    N = len(Gam)
+    M = [[int(i == j) + sum((Ch[i][k] * Gam[k][j] for k in range(N) if Ch[i][k] and Gam[k][j]), Rational(0))
+          for j in range(N)] for i in range(N)]
+    v = _gauss_solve(M, [Rational(int(i == 0)) for i in range(N)])
+    if v is None:
+        return np.nan, np.nan
+    F = sum(Gam[0][j] * v[j] for j in range(N))
+    F_dot = sum(v[i] * Gdot[i][j] * v[j] for i in range(N) for j in range(N) if v[i] and v[j])
+    return float(F), float(F_dot)
+
+
+def _gauss_solve(M, b):
+    """x with M x = b by Gaussian elimination with partial pivoting on Python numbers (lists):
+    exact on :class:`Rational` numbers; on mpmath numbers it has no scale-dependent singularity threshold
+    (mpmath's own solvers refuse matrices whose entries span more than the working precision).
+    None when M is singular."""
+    N = len(b)
+    rows = [list(r) + [bi] for r, bi in zip(M, b)]
+    for k in range(N):
+        p = max(range(k, N), key=lambda i: abs(rows[i][k]))
+        if not rows[p][k]:
+            return None
+        rows[k], rows[p] = rows[p], rows[k]
+        for i in range(k + 1, N):
+            if rows[i][k]:
+                f = rows[i][k] / rows[k][k]
+                rows[i] = [x - f * y for x, y in zip(rows[i], rows[k])]
+    x = [0 * b[0]] * N
+    for i in reversed(range(N)):
+        x[i] = (rows[i][N] - sum((rows[i][j] * x[j] for j in range(i + 1, N)), 0 * b[0])) / rows[i][i]
+    return x
 
 
 def attention_at(ctx, sol: BulkSolution, gram, rank: int, coefficients=None, points=None):
@@ -498,16 +868,89 @@ def attention_at(ctx, sol: BulkSolution, gram, rank: int, coefficients=None, poi
     >>> E.shape, bool(E[1] != E[0])
     ((2,), True)
     """
-    T, T_dot = traces(ctx, sol, bulk_derivative(ctx, sol))
+    T, U, T_dot = regular_traces(ctx, sol)
+    return _attention_from_traces(ctx, sol, T, U, T_dot, gram, rank, coefficients, points)
+
+
+def _attention_from_traces(ctx, sol, T, U, T_dot, gram, rank, coefficients=None, points=None):
+    """E_A = −γ² F' and F from the traces at the bulk points of ``sol`` (:func:`attention_at`)."""
     rc, g, a1v = (p[:, 0] for p in sol.params[:3])
     if points is not None:
-        T, T_dot, rc, g, a1v = (v[points] for v in (T, T_dot, rc, g, a1v))
+        T, U, T_dot, rc, g, a1v = (v[points] for v in (T, U, T_dot, rc, g, a1v))
     P = T.shape[0]
     gram = np.broadcast_to(ctx.convert(gram), (P,) + np.shape(gram)[-2:])
     A = kernel_coefficients(ctx, a1v, gram, rank) if coefficients is None else np.broadcast_to(
         coefficients, (P,) + np.shape(coefficients)[-2:])
-    F, F_dot = woodbury(ctx, T, T_dot, A, gram, rank, rc)
+    F, F_dot = woodbury(ctx, T, T_dot, A, gram, rank, rc, a1=a1v if coefficients is None else None, centred=U)
     return -(g**2) * F_dot, F
+
+
+def precision_estimate(ctx, sol: BulkSolution, gram, rank: int, E, coefficients=None, points=None,
+                       draws: int = PRECISION_DRAWS):
+    r"""Estimated relative error of E_A from :func:`attention_at`, by perturbation analysis.
+
+    Every intermediate of the evaluation (the bulk solution e, the quadrature weights, ẋ, the
+    traces T, U and Ṫ of :func:`regular_traces`) is multiplied by 1 + δr with independent r ~ U(−1, 1) and δ = 2⁸ u (u the
+    unit roundoff of the arithmetic: 2^{-52}, or 10^{-dps}), and E is evaluated again. The
+    amplification κ = max |ΔE|/(|E| δ) over ``draws`` draws measures how rounding errors of
+    relative size u in those quantities (or cancellation inside their evaluation, which a
+    perturbed input exposes) propagate into E; the estimate is
+
+      κ · max(16 u, bulk residual, quadrature residual)
+
+    (the quadrature residual is the solution's residual on twice its nodes). The Woodbury step
+    itself is exact where it is ill-conditioned (:func:`woodbury`), so it adds nothing.
+
+    Parameters
+    ----------
+    ctx : FloatContext or MPContext
+    sol : BulkSolution
+    gram, rank, coefficients, points
+        As for :func:`attention_at`.
+    E : array (Q,)
+        E_A from :func:`attention_at` with the same arguments.
+    draws : int
+
+    Returns
+    -------
+    array (Q,)
+        Estimated relative error of each E (float64; inf where E is 0 or not finite and a
+        perturbation changes it).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, [1e-2, 1.0], 0.6, 0.03, 0.0)
+    >>> E, _ = attention_at(ctx, sol, np.eye(3), 1)
+    >>> bool(np.all(precision_estimate(ctx, sol, np.eye(3), 1, E) < 1e-10))
+    True
+    """
+    u = np.finfo(float).eps / 2 if getattr(ctx, "dps", None) is None else 10.0 ** -ctx.dps
+    delta = u * 2.0**8
+    rng = np.random.default_rng(12345)
+    E0 = np.asarray(ctx.to_float(E), dtype=float)
+    kappa = np.zeros(E0.shape)
+
+    def bump(x):
+        return x * (1 + ctx.convert(delta) * ctx.convert(rng.uniform(-1, 1, np.shape(x))))
+
+    for _ in range(draws):
+        factors = [1 + ctx.convert(delta) * ctx.convert(rng.uniform(-1, 1, np.shape(w))) for _, _, w in sol.groups]
+        groups = [(idx, lam, w * f) for (idx, lam, w), f in zip(sol.groups, factors)]
+        corrections = [corr * f[:, 0:1] for corr, f in zip(sol.corrections, factors)]
+        pert = BulkSolution(bump(sol.e), sol.params, groups, sol.iterations, sol.residual, sol.quadrature,
+                            corrections)
+        with np.errstate(all="ignore"):
+            T, U, T_dot = regular_traces(ctx, pert, bump=bump)
+            Ep, _ = _attention_from_traces(ctx, pert, bump(T), bump(U), bump(T_dot), gram, rank, coefficients, points)
+            dE = np.abs(np.asarray(ctx.to_float(Ep - E), dtype=float))
+            k = np.where(dE == 0, 0.0, dE / (np.abs(E0) * delta))
+        kappa = np.maximum(kappa, np.where(np.isnan(k), np.inf, k))
+    floor = np.maximum(16 * u, np.maximum(np.asarray(sol.residual, float), np.asarray(sol.quadrature, float)))
+    if points is not None:
+        floor = floor[points]
+    return kappa * floor
 
 
 def attention_error(ctx, c, gamma, a1, s2, d, gram, rank: int, point_info=None, coefficients=None):
@@ -543,7 +986,8 @@ def attention_error(ctx, c, gamma, a1, s2, d, gram, rank: int, point_info=None, 
 
 
 def bulk_error(ctx, c, gamma, a1, s2, d, point_info=None):
-    """E_bulk(γ) = −γ² de1/dγ for the bulk system alone (μ = 0, w = 0; docs/theory.md §5).
+    """E_bulk(γ) = −γ² de1/dγ for the bulk system alone (μ = 0, w = 0; docs/theory.md §5), with
+    de1/dγ = Ṫ_Q^(0) from :func:`regular_traces`.
 
     Parameters
     ----------
@@ -566,7 +1010,7 @@ def bulk_error(ctx, c, gamma, a1, s2, d, point_info=None):
     """
     sol = solve_bulk(ctx, c, gamma, a1, s2, d, point_info)
     g = sol.params[1][:, 0]
-    return -(g**2) * bulk_derivative(ctx, sol)[:, 0], sol.e[:, 0], sol
+    return -(g**2) * regular_traces(ctx, sol)[2][:, 0], sol.e[:, 0], sol  # de1/dγ = Ṫ_Q^(0)
 
 
 def linear_error(ctx, c, gamma, snr):

@@ -15,9 +15,11 @@ Exit codes
 ----------
 0  success
 1  the command ran but reports a failure (e.g. ``verify``: some check failed)
-2  bad input: an invalid parameter, activation or option (one line on stderr, no traceback)
-3  a deterministic-equivalent solver did not converge (ConvergenceError)
-130 interrupted (Ctrl-C)
+2  bad input: an invalid parameter, activation or option, a Monte Carlo that does not fit in
+   memory, a file that cannot be written (one line on stderr, no traceback)
+3  a deterministic-equivalent solver did not converge (ConvergenceError), at some point at least;
+   the numeric warnings raised on the way are folded into its one-line message
+130 interrupted (Ctrl-C), at any moment from the first import of this package on
 
 Adding a subcommand
 -------------------
@@ -47,15 +49,90 @@ turns them into ``symattn: error: <message>`` and exit code 2 (3 for Convergence
 
 from __future__ import annotations
 
-import importlib
+import _signal as signal  # the C module: built in and already loaded, so the guard below waits for no import
+import os
 import sys
-import textwrap
-from typing import Callable, Sequence
+
+
+# ============================================================================ Ctrl-C, from the first import
+def _cli_process() -> bool:
+    """True when this interpreter runs the command line itself: the ``symattn`` console script,
+    ``python -m symattn.cli`` or ``python -m symattn.verification`` (not a program that imports it)."""
+    if sys.argv and os.path.basename(sys.argv[0]) in ("symattn", "symattn.exe", "symattn-script.py"):
+        return True
+    orig = list(getattr(sys, "orig_argv", ()))
+    for i, a in enumerate(orig[1:], 1):
+        if a.startswith("-m"):
+            module = a[2:] or (orig[i + 1] if i + 1 < len(orig) else "")
+            return module in ("symattn.cli", "symattn.verification")
+    return False
+
+
+def _ignore_interrupts() -> None:
+    """From now on Ctrl-C is ignored: the process is reporting an interrupt, or exiting."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # pragma: no cover - not the main thread
+        pass
+
+
+#: set once a Ctrl-C has arrived in the command-line process
+_INTERRUPTED = False
+
+
+def _defer_interrupt(signum, frame) -> None:
+    """SIGINT during the imports before :func:`main`: remembered, acted on when main starts
+    (raising inside an import can leave a C extension half-loaded and turn into an ImportError)."""
+    global _INTERRUPTED
+    _INTERRUPTED = True
+
+
+def _raise_interrupt(signum, frame) -> None:
+    """SIGINT while a command runs: remembered (so that any error it provokes is reported as the
+    interrupt it is) and raised as KeyboardInterrupt."""
+    global _INTERRUPTED
+    _INTERRUPTED = True
+    raise KeyboardInterrupt
+
+
+def _install_interrupt_hook() -> None:
+    """Ctrl-C from here on gives ``symattn: error: interrupted`` and exit 130, never a traceback:
+    deferred during the imports, then raised inside :func:`main`; a KeyboardInterrupt that still
+    escapes main is caught by ``sys.excepthook``."""
+    previous = sys.excepthook
+
+    def hook(tp, value, tb):
+        if tp is not None and (issubclass(tp, KeyboardInterrupt) or _INTERRUPTED):
+            _ignore_interrupts()
+            try:
+                sys.stderr.write("symattn: error: interrupted\n")
+                sys.stderr.flush()
+            finally:
+                os._exit(130)
+        previous(tp, value, tb)
+
+    sys.excepthook = hook
+    try:
+        signal.signal(signal.SIGINT, _defer_interrupt)
+    except (ValueError, OSError):  # pragma: no cover - not the main thread
+        pass
+
+
+#: this interpreter is the command line (then Ctrl-C is handled from here on, before the heavy imports)
+_CLI_PROCESS = _cli_process()
+if _CLI_PROCESS:
+    _install_interrupt_hook()
+
+import importlib  # noqa: E402 - after the interrupt hook on purpose
+import textwrap  # noqa: E402
+import warnings  # noqa: E402
+from typing import Callable, Sequence  # noqa: E402
 
 from .common import (EXIT_CONVERGENCE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, GEOMETRY_FLAGS, Parser,
                      UsageError, add_activation_arg, add_command, add_diagonal_arg, add_dps_arg, add_gamma_arg,
                      add_geometry_args, add_json_flag, add_monte_carlo_args, add_progress_flag, dump_json,
-                     finish_command, fmt, format_table, geometry_from_args, jsonable, print_json)
+                     finish_command, fmt, format_table, geometry_from_args, integer, jsonable, number, output_folder,
+                     print_json, with_provenance)
 from .hermite import hermite_data
 from .simulate import simulate_data
 from .solve import solve_data
@@ -65,7 +142,8 @@ __all__ = [
     "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_CONVERGENCE", "EXIT_INTERRUPTED",
     "Parser", "UsageError", "add_command", "finish_command", "GEOMETRY_FLAGS", "add_geometry_args",
     "geometry_from_args", "add_json_flag", "add_activation_arg", "add_gamma_arg", "add_diagonal_arg", "add_dps_arg",
-    "add_monte_carlo_args", "add_progress_flag", "print_json", "jsonable", "dump_json", "fmt", "format_table",
+    "add_monte_carlo_args", "add_progress_flag", "integer", "number", "output_folder", "with_provenance",
+    "print_json", "jsonable", "dump_json", "fmt", "format_table",
     "hermite_data", "solve_data", "simulate_data",
 ]
 
@@ -155,12 +233,71 @@ def _error(msg: str) -> None:
     print(f"symattn: error: {msg}", file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (see the module docstring)."""
-    from ..errors import ConvergenceError, SymattnError
+def _distinct(caught) -> list[tuple[str, str, int]]:
+    """(category, one-line message, count) of the recorded warnings, in order of first appearance."""
+    seen: dict[tuple[str, str], int] = {}
+    for w in caught:
+        key = (w.category.__name__, " ".join(str(w.message).split()))
+        seen[key] = seen.get(key, 0) + 1
+    return [(cat, msg, k) for (cat, msg), k in seen.items()]
 
+
+def _warnings_note(caught, limit: int = 3) -> str:
+    """The recorded warnings as one clause of an error line (empty when there were none)."""
+    items = _distinct(caught)
+    if not items:
+        return ""
+    total = sum(k for *_, k in items)
+    numeric = all(issubclass(w.category, RuntimeWarning) for w in caught)
+    shown = "; ".join(f"{cat}: {msg}" + (f" (x{k})" if k > 1 else "") for cat, msg, k in items[:limit])
+    more = f"; and {len(items) - limit} more" if len(items) > limit else ""
+    return f" [{total} {'numeric ' if numeric else ''}warning{'s' if total > 1 else ''} while computing: {shown}{more}]"
+
+
+def _replay(caught, limit: int = 10) -> None:
+    """Print the warnings recorded during a command that succeeded: one line each, duplicates merged."""
+    items = _distinct(caught)
+    for cat, msg, k in items[:limit]:
+        print(f"symattn: warning: {msg} ({cat}{f', x{k}' if k > 1 else ''})", file=sys.stderr)
+    if len(items) > limit:
+        print(f"symattn: warning: ... and {len(items) - limit} more distinct warnings", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (see the module docstring).
+
+    Ctrl-C at any moment gives ``symattn: error: interrupted`` and 130. The warnings raised while
+    a command runs are recorded: after success they are printed one line each; on a solver failure
+    (exit 3) they are folded into its one-line message instead of preceding it.
+    """
+    try:
+        if _CLI_PROCESS:
+            signal.signal(signal.SIGINT, _raise_interrupt)
+            if _INTERRUPTED:  # Ctrl-C during the imports
+                raise KeyboardInterrupt
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+    except Exception:
+        if _INTERRUPTED:  # an error that the interrupt provoked (e.g. inside an import)
+            return _interrupted()
+        raise
+    finally:
+        if _CLI_PROCESS:  # nothing on the way out (interpreter shutdown) may be interrupted any more
+            _ignore_interrupts()
+
+
+def _interrupted() -> int:
+    if _CLI_PROCESS:
+        _ignore_interrupts()
+    _error("interrupted")
+    return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     show_tb = "--traceback" in argv
+    caught: list = []
     try:
         parser = build_parser()
         try:
@@ -172,37 +309,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        code = args.func(args)
+        with warnings.catch_warnings(record=True) as caught:
+            code = args.func(args)
+        _replay(caught)
         return EXIT_OK if code is None else int(code)
-    except UsageError as exc:
-        if show_tb:
+    except Exception as exc:
+        if _INTERRUPTED:
+            raise KeyboardInterrupt from None
+        code = _exit_code(exc, caught, show_tb)
+        if code is None:  # a bug: its traceback is shown, after the warnings that preceded it
+            _replay(caught)
             raise
-        _error(exc)
-        return EXIT_USAGE
-    except ConvergenceError as exc:
-        if show_tb:
-            raise
-        msg = str(exc)
-        _error(msg if msg.lower().startswith(("no convergence", "wrong branch")) else f"no convergence: {msg}")
-        return EXIT_CONVERGENCE
-    except SymattnError as exc:
-        if show_tb:
-            raise
-        _error(exc)
-        return EXIT_USAGE
-    except NotImplementedError as exc:
-        if show_tb:
-            raise
-        _error(f"not implemented yet: {exc}" if str(exc) else "not implemented yet")
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # e.g. `symattn hermite tanh | head -1`: stop quietly
-        import os
+        return code
 
+
+def _exit_code(exc: Exception, caught, show_tb: bool) -> int | None:
+    """Print the one-line message of a handled error and return its exit code; None for a bug.
+
+    With ``--traceback`` a handled error is re-raised (after its warnings are printed).
+    """
+    from ..errors import ConvergenceError, SymattnError
+
+    if isinstance(exc, BrokenPipeError):  # e.g. `symattn hermite tanh | head -1`: stop quietly
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except (OSError, ValueError, AttributeError):  # pragma: no cover - stdout not a real file
             pass
         return EXIT_OK
+    if isinstance(exc, ConvergenceError):
+        code, msg = EXIT_CONVERGENCE, str(exc)
+        msg = msg if msg.lower().startswith(("no convergence", "wrong branch")) else f"no convergence: {msg}"
+        if isinstance(getattr(exc, "diagnostics", None), dict):
+            exc.diagnostics.setdefault("warnings", [f"{c}: {m}" for c, m, _ in _distinct(caught)])
+        msg += _warnings_note(caught)
+    elif isinstance(exc, (UsageError, SymattnError)):
+        code, msg = EXIT_USAGE, str(exc)
+    elif isinstance(exc, NotImplementedError):
+        code, msg = EXIT_USAGE, f"not implemented yet: {exc}" if str(exc) else "not implemented yet"
+    elif isinstance(exc, MemoryError):
+        code, msg = EXIT_USAGE, f"not enough memory{': ' + str(exc) if str(exc) else ''}; reduce n, c or --draws"
+    elif isinstance(exc, OSError):  # a file that cannot be read or written (disk full, permissions, ...)
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        code, msg = EXIT_USAGE, f"{where}{exc.strerror or exc}"
+    else:
+        return None
+    if show_tb:
+        _replay(caught)
+        raise exc
+    _error(msg)
+    return code

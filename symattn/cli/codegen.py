@@ -6,7 +6,8 @@ import shlex
 from pathlib import Path
 
 from ..formatting import finite_or_none
-from .common import EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, finish_command, print_json
+from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, finish_command, integer, print_json,
+                     with_provenance)
 
 HELP = "write a standalone numpy-only solver module for one activation"
 DESCRIPTION = """
@@ -52,12 +53,12 @@ def add_parser(subparsers):
     add_activation_arg(p, positional=True)
     p.add_argument("-o", "--output", default="-", metavar="FILE",
                    help="where to write the module ('-' for standard output, the default)")
-    p.add_argument("--dps", type=int, default=30, metavar="D",
+    p.add_argument("--dps", type=integer("dps", 15, 1000), default=30, metavar="D",
                    help="digits of the Hermite constants before rounding to float64, 15 <= D <= 1000 "
                         "(default 30)")
     add_diagonal_arg(p)
-    p.add_argument("--rank", type=int, default=1, metavar="R",
-                   help="rank r of W_K^T W_Q - I (default 1; r > 1 takes the geometry as --gram)")
+    p.add_argument("--rank", type=integer("rank", 1, 8), default=1, metavar="R",
+                   help="rank r of W_K^T W_Q - I, 1 <= R <= 8 (default 1; r > 1 takes the geometry as --gram)")
     return finish_command(p, run)
 
 
@@ -67,8 +68,12 @@ def run(args) -> int:
     from ..errors import ParameterError
 
     if args.output != "-":
-        parent = Path(args.output).expanduser().resolve().parent
-        if not parent.is_dir() or Path(args.output).is_dir():
+        try:
+            parent = Path(args.output).expanduser().resolve().parent
+            bad = not parent.is_dir() or Path(args.output).is_dir()
+        except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop, ...
+            bad = True
+        if bad:
             raise ParameterError("output", args.output, "a file in an existing directory, or '-'")
     f = activation(args.activation)
     module = Path(args.output).stem if args.output != "-" else "solver"
@@ -76,12 +81,14 @@ def run(args) -> int:
                           command=command_line(args.activation, args.dps, args.diagonal, args.rank, args.output))
     if args.output == "-":
         if args.json:
-            return print_json({"activation": f.name, "output": None, "source": src})
+            return print_json(with_provenance({"activation": f.name, "output": None, "source": src}, _params(args)))
         print(src, end="")
         return EXIT_OK
     path = Path(args.output)
     try:
-        path.write_text(src, encoding="utf-8")
+        from ..files import write_text
+
+        write_text(path, src)  # atomically: an interrupted write leaves no truncated module
     except OSError as exc:
         raise ParameterError("output", args.output, "a writable file path", hint=str(exc)) from None
     k = folded_constants(f, args.dps, args.diagonal)
@@ -89,8 +96,13 @@ def run(args) -> int:
             "diagonal": args.diagonal, "rank": args.rank,
             **{key: finite_or_none(k[key]) for key in ("a0", "a1", "nu", "d")}}
     if args.json:
-        return print_json(info)
+        return print_json(with_provenance(info, _params(args)))
     print(f"wrote {path} ({info['lines']} lines): standalone solver for {f.name} "
           f"(a1 = {info['a1']:.6g}, nu = {info['nu']:.6g}, d = {info['d']:.6g})")
     print(f"try: python {shlex.quote(str(path))} --c 0.5 --gamma 0.1 1 --json")
     return EXIT_OK
+
+
+def _params(args) -> dict:
+    return {"command": "codegen", "activation": args.activation, "output": args.output, "dps": args.dps,
+            "diagonal": args.diagonal, "rank": args.rank}

@@ -12,6 +12,8 @@ Module-level imports stay light: every command module is imported whenever the p
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import textwrap
 from typing import Callable, Sequence
 
@@ -23,8 +25,8 @@ __all__ = [
     "Parser", "UsageError", "add_command", "finish_command",
     "GEOMETRY_FLAGS", "add_geometry_args", "geometry_from_args", "geometry_line",
     "add_json_flag", "add_activation_arg", "add_gamma_arg", "add_diagonal_arg", "add_dps_arg",
-    "add_monte_carlo_args", "add_progress_flag",
-    "print_json", "jsonable", "dump_json", "fmt", "format_table", "finite_or_none",
+    "add_monte_carlo_args", "add_progress_flag", "integer", "number", "SEED_MAX", "output_folder",
+    "with_provenance", "print_json", "jsonable", "dump_json", "fmt", "format_table", "finite_or_none",
 ]
 
 EXIT_OK = 0
@@ -38,8 +40,40 @@ _float = finite_or_none
 
 
 # ============================================================================ parser plumbing
+#: what argparse must read as a value, not as an option, even though it starts with '-': a number
+#: (also 1e-12 and -inf forms, which argparse's own matcher misses) or an expression ('-x*tanh(x)')
+_VALUE_LIKE = re.compile(r"^-(\d|\.\d|inf$|infinity$|nan$)|^-.*[()*+/^,\s]", re.IGNORECASE)
+
+
+def _short(text, limit: int = 40) -> str:
+    """``repr(text)``, cut to about ``limit`` characters (for messages about hostile input)."""
+    r = repr(text)
+    return r if len(r) <= limit else r[:limit - 5] + "...'"
+
+
+class _StoreOnce(argparse.Action):
+    """The default ``store`` action, made strict: a single-valued option given twice is an error
+    (argparse would keep the last value silently); a list option (``nargs='+'``) given twice
+    merges the values in order (``--gamma 1 --gamma 2`` is ``--gamma 1 2``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given_options", {})
+        if self.dest in given and self.option_strings:
+            if self.nargs in ("+", "*") or isinstance(self.nargs, int) and self.nargs > 1:
+                values = list(getattr(namespace, self.dest)) + list(values)
+            else:
+                raise argparse.ArgumentError(self, f"given more than once ({given[self.dest]} and {option_string} "
+                                                   f"{_short(values)}); give it once")
+        given[self.dest] = f"{option_string} {_short(values)}"
+        setattr(namespace, self.dest, values)
+
+
 class Parser(argparse.ArgumentParser):
     """ArgumentParser whose errors become a one-line message instead of usage + exit.
+
+    Besides, negative numbers in any form (``--wk2 -1e-12``, ``--snr -inf``) are read as values
+    and reach the validators; a single-valued option given twice is an error and a repeated list
+    option is merged (:class:`_StoreOnce`).
 
     Examples
     --------
@@ -50,14 +84,109 @@ class Parser(argparse.ArgumentParser):
     ... except UsageError as exc:
     ...     print(exc)
     argument --n: invalid int value: 'two' (see 'symattn x --help')
+    >>> _ = p.add_argument("--g", type=float, nargs="+")
+    >>> p.parse_args(["--g", "-1e-12", "--g", "2"]).g
+    [-1e-12, 2.0]
     """
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _VALUE_LIKE
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
 
     def error(self, message: str):  # noqa: D401 - argparse API
+        message = " ".join(str(message).split())  # one line
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+#: the largest seed accepted (numpy and torch both take any seed below 2**63)
+SEED_MAX = 2**63 - 1
+
+
+def integer(name: str, minimum: int, maximum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer flag: ``minimum <= value <= maximum``, checked at parse time.
+
+    Forms like ``1e3`` and ``1_000`` are accepted when they are integers; a value out of range is
+    refused before anything is allocated, with a message naming ``name`` and the range.
+
+    Examples
+    --------
+    >>> p = Parser(prog="symattn x")
+    >>> _ = p.add_argument("--n", type=integer("n", 2, 1000))
+    >>> p.parse_args(["--n", "1e3"]).n
+    1000
+    >>> try:
+    ...     p.parse_args(["--n", "99999999999999999999999"])
+    ... except UsageError as exc:
+    ...     print(exc)
+    argument --n: invalid n=99999999999999999999999: allowed an integer with 2 <= n <= 1000 (see 'symattn x --help')
+    """
+    allowed = f"an integer with {minimum} <= {name} <= {maximum}"
+
+    def parse(text: str) -> int:
+        text = str(text).strip()
+        try:
+            value = int(text, 10)
+        except ValueError:
+            try:
+                x = float(text)
+            except ValueError:
+                x = math.nan
+            if not (math.isfinite(x) and x.is_integer()):
+                raise argparse.ArgumentTypeError(f"invalid {name}={_short(text)}: allowed {allowed}") from None
+            value = int(x)
+        if not minimum <= value <= maximum:
+            shown = str(value) if len(str(value)) <= 40 else _short(text)
+            raise argparse.ArgumentTypeError(f"invalid {name}={shown}: allowed {allowed}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(text: str) -> float:
+    """An argparse ``type`` for a real flag: ``float(text)``; the range is the validators' job.
+
+    Examples
+    --------
+    >>> number("-1e-12"), number("inf")
+    (-1e-12, inf)
+    """
+    try:
+        return float(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {_short(text)}") from None
+
+
+def output_folder(path, name: str = "out"):
+    """Create and probe the output folder ``path`` before any work (:func:`symattn.files.check_output_dir`).
+
+    Raises ParameterError naming ``name`` for a file, an unwritable or impossible path.
+    """
+    from ..errors import ParameterError
+    from ..files import check_output_dir
+
+    try:
+        return check_output_dir(path, name)
+    except (ValueError, TypeError) as exc:  # e.g. an embedded NUL byte (ParameterError is a ValueError too)
+        if isinstance(exc, ParameterError):
+            raise
+        raise ParameterError(name, str(path), "a folder that can be created and written to", hint=str(exc)) from None
+
+
+def with_provenance(data: dict, parameters: dict, *, seed=None, backend: str | None = None,
+                    dtype: str | None = None) -> dict:
+    """``data`` with a ``"provenance"`` key (:func:`symattn.provenance.provenance`) added last.
+
+    Every JSON object that the command line prints carries one; the other keys are left as they are.
+    """
+    from ..provenance import provenance
+
+    out = dict(data)
+    out["provenance"] = provenance(jsonable(parameters), seed=seed, backend=backend, dtype=dtype)
+    return out
 
 
 def _paragraphs(text: str) -> str:
@@ -137,12 +266,12 @@ def add_geometry_args(parser: argparse.ArgumentParser) -> None:
     """The geometry flags shared by every command: the Gram matrix of (mu, w_K, w_Q)."""
     g = parser.add_argument_group(
         "geometry", "Gram matrix of (mu, w_K, w_Q); W_K^T W_Q = I + w_K w_Q^T. Unset entries are 0.")
-    g.add_argument("--snr", type=float, default=None, metavar="M2", help="||mu||^2 (default 0)")
-    g.add_argument("--wk2", type=float, default=None, metavar="V", help="||w_K||^2 (default 0)")
-    g.add_argument("--wq2", type=float, default=None, metavar="V", help="||w_Q||^2 (default 0)")
-    g.add_argument("--mu-wk", dest="mu_wk", type=float, default=None, metavar="V", help="mu^T w_K (default 0)")
-    g.add_argument("--mu-wq", dest="mu_wq", type=float, default=None, metavar="V", help="mu^T w_Q (default 0)")
-    g.add_argument("--wk-wq", dest="wk_wq", type=float, default=None, metavar="V", help="w_K^T w_Q (default 0)")
+    g.add_argument("--snr", type=number, default=None, metavar="M2", help="||mu||^2 (default 0)")
+    g.add_argument("--wk2", type=number, default=None, metavar="V", help="||w_K||^2 (default 0)")
+    g.add_argument("--wq2", type=number, default=None, metavar="V", help="||w_Q||^2 (default 0)")
+    g.add_argument("--mu-wk", dest="mu_wk", type=number, default=None, metavar="V", help="mu^T w_K (default 0)")
+    g.add_argument("--mu-wq", dest="mu_wq", type=number, default=None, metavar="V", help="mu^T w_Q (default 0)")
+    g.add_argument("--wk-wq", dest="wk_wq", type=number, default=None, metavar="V", help="w_K^T w_Q (default 0)")
     g.add_argument("--aligned", action="store_true",
                    help="w_K = w_Q = mu: all six entries equal --snr (cannot be combined with the others)")
 
@@ -192,8 +321,8 @@ def add_activation_arg(parser: argparse.ArgumentParser, positional: bool = False
 
 def add_gamma_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """``--gamma/-g G [G ...]``: the ridge values."""
-    parser.add_argument("--gamma", "-g", type=float, nargs="+", required=required, metavar="G",
-                        help="ridge values gamma > 0 (one or more)")
+    parser.add_argument("--gamma", "-g", type=number, nargs="+", required=required, metavar="G",
+                        help="ridge values 0 < gamma <= 1e12 (one or more; a repeated --gamma adds values)")
 
 
 def add_diagonal_arg(parser: argparse.ArgumentParser) -> None:
@@ -205,13 +334,14 @@ def add_diagonal_arg(parser: argparse.ArgumentParser) -> None:
 
 def add_dps_arg(parser: argparse.ArgumentParser, what: str) -> None:
     """``--dps D``: mpmath digits, 15 <= D <= 1000, default 30; ``what`` starts the help text."""
-    parser.add_argument("--dps", type=int, default=30, metavar="D", help=f"{what}, 15 <= D <= 1000 (default 30)")
+    parser.add_argument("--dps", type=integer("dps", 15, 1000), default=30, metavar="D",
+                        help=f"{what}, 15 <= D <= 1000 (default 30)")
 
 
 def add_monte_carlo_args(parser: argparse.ArgumentParser, *, seed_help: str, backend_help: str,
                          device_help: str) -> None:
     """``--seed S``, ``--backend numpy|torch`` and ``--device DEV`` of the Monte Carlo commands."""
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help=seed_help)
+    parser.add_argument("--seed", type=integer("seed", 0, SEED_MAX), default=0, metavar="S", help=seed_help)
     parser.add_argument("--backend", choices=("numpy", "torch"), default="numpy", help=backend_help)
     parser.add_argument("--device", default=None, metavar="DEV", help=device_help)
 

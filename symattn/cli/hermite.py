@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..formatting import finite_or_none
 from .common import (EXIT_OK, add_activation_arg, add_command, add_dps_arg, finish_command, fmt, format_table,
-                     print_json)
+                     integer, print_json, with_provenance)
 
 HELP = "Hermite expansion of an activation (a_k, a1, nu, d)"
 DESCRIPTION = """
@@ -17,16 +17,18 @@ DESCRIPTION = """
     10^-D max(1, |a_k|) are shown as 0); where SymPy can integrate them exactly the exact
     value is shown as well.
 
-    JSON: {"activation", "a0", "a1", "nu", "d", "coefficients": [str], "exact": [str|null]};
-    coefficients are decimal strings with D significant digits; a non-finite d (superlinear
-    f) is written as null."""
+    JSON: {"activation", "a0", "a1", "nu", "d", "coefficients": [str], "exact": [str|null],
+    "provenance"}; coefficients are decimal strings with D significant digits; a non-finite d
+    (superlinear f) is written as null; "provenance" records the parameters, the symattn and
+    library versions and a timestamp."""
 EXAMPLES = ["symattn hermite tanh", "symattn hermite relu --kmax 8 --dps 50", "symattn hermite 'x*erf(x)' --json"]
 
 
 def add_parser(subparsers):
     p = add_command(subparsers, "hermite", help=HELP, description=DESCRIPTION, examples=EXAMPLES)
     add_activation_arg(p, positional=True)
-    p.add_argument("--kmax", type=int, default=6, metavar="K", help="highest degree K (default 6)")
+    p.add_argument("--kmax", type=integer("kmax", 0, 200), default=6, metavar="K",
+                   help="highest degree K, 0 <= K <= 200 (default 6)")
     add_dps_arg(p, "decimal digits of the coefficients")
     p.add_argument("--no-exact", action="store_true",
                    help="skip the exact SymPy coefficients (faster); 'exact' is then all null")
@@ -91,7 +93,9 @@ def hermite_data(act: str, kmax: int = 6, dps: int = 30, exact: bool = True) -> 
 def run(args) -> int:
     data = hermite_data(args.activation, args.kmax, args.dps, exact=not args.no_exact)
     if args.json:
-        return print_json(data)
+        params = {"command": "hermite", "activation": args.activation, "kmax": args.kmax, "dps": args.dps,
+                  "exact": not args.no_exact}
+        return print_json(with_provenance(data, params, backend="mpmath", dtype=f"mpf ({args.dps} digits)"))
     print(f"activation: {data['activation']}")
     print(f"a0 = {fmt(data['a0'], 12)}   a1 = {fmt(data['a1'], 12)}   nu = {fmt(data['nu'], 12)}   "
           f"d = {'inf' if data['d'] is None else fmt(data['d'], 12)}")

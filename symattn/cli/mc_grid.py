@@ -14,15 +14,18 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import SymattnError
+from ..errors import SymattnError, UsageError
+from ..model import N_MAX
 from ..verification import mc_grid as grid
+from .common import SEED_MAX, Parser, integer, number
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m symattn.cli.mc_grid", description=grid.__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=None, help="tokens n (default 2000; 500 with --quick)")
-    ap.add_argument("--draws", type=int, default=None, help="draws per configuration (default 6)")
+    ap = Parser(prog="python -m symattn.cli.mc_grid", description=grid.__doc__.split("\n\n")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=integer("n", 2, N_MAX), default=None, help="tokens n (default 2000; 500 with --quick)")
+    ap.add_argument("--draws", type=integer("draws", 2, 10**6), default=None,
+                    help="draws per configuration (default 6)")
     ap.add_argument("--quick", action="store_true",
                     help="small subset: n=500, 12 draws, tanh/relu, mu/aligned/rank2, c in {0.5, 2}, "
                          "tolerance max(3.5 se, 3%%)")
@@ -32,21 +35,25 @@ def main(argv=None) -> int:
     ap.add_argument("--activations", nargs="+", default=None, help=f"default: {' '.join(grid.ACTIVATIONS)}")
     ap.add_argument("--geometries", nargs="+", default=None, choices=tuple(grid.geometries()),
                     help=f"default: all ({' '.join(grid.GEOMETRY_NAMES)})")
-    ap.add_argument("--c", nargs="+", type=float, default=None, help="default: 0.5 1 2")
-    ap.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
-    ap.add_argument("--tol-se", type=float, default=None, help="k_se (default 3; 3.5 with --quick)")
-    ap.add_argument("--tol-rel", type=float, default=None, help="k_rel (default 0.02; 0.03 with --quick)")
+    ap.add_argument("--c", nargs="+", type=number, default=None, help="default: 0.5 1 2")
+    ap.add_argument("--seed", type=integer("seed", 0, SEED_MAX), default=0, help="base seed (default 0)")
+    ap.add_argument("--tol-se", type=number, default=None, help="k_se (default 3; 3.5 with --quick)")
+    ap.add_argument("--tol-rel", type=number, default=None, help="k_rel (default 0.02; 0.03 with --quick)")
     ap.add_argument("--out", required=True, help="markdown report (its generated section is replaced)")
     ap.add_argument("--csv", default=None, help="CSV of every cell (default: OUT with suffix .csv)")
     ap.add_argument("--resume", action="store_true", help="reuse configurations already in the CSV")
-    ap.add_argument("--confirm-draws", type=int, default=0,
+    ap.add_argument("--confirm-draws", type=integer("confirm-draws", 0, 10**6), default=0,
                     help="re-measure a configuration with a failing cell with this many draws from the same seed "
                          "(the first draws are the original ones) and judge it on all of them (default 0: off)")
     ap.add_argument("--report-only", action="store_true",
                     help="with --resume: write the report from the configurations already in the CSV, simulate nothing")
     ap.add_argument("--backend", default="numpy", choices=("numpy", "torch"))
     ap.add_argument("--device", default=None)
-    args = ap.parse_args(argv)
+    try:
+        args = ap.parse_args(argv)
+    except UsageError as exc:  # one line, no usage dump
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     q = grid.QUICK if args.quick else {}
     n = args.n or q.get("n", 2000)

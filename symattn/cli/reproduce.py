@@ -6,7 +6,8 @@ prints the summary of :func:`symattn.figures.run`.
 
 from __future__ import annotations
 
-from .common import EXIT_OK, add_command, add_monte_carlo_args, add_progress_flag, finish_command, print_json
+from .common import (EXIT_OK, add_command, add_monte_carlo_args, add_progress_flag, finish_command, output_folder,
+                     print_json, with_provenance)
 
 HELP = "the paper's figures: theory lines vs Monte Carlo points (PNG, PDF, CSV)"
 DESCRIPTION = """
@@ -33,7 +34,10 @@ EXAMPLES = ["symattn reproduce --quick --out figures", "symattn reproduce --out 
 NOTES = """--quick (n = 400, 5 draws) takes about 60 s of CPU time, under 3 minutes on 2 cores.
     The full run (n = 1500, 8 draws, gamma down to 1e-3, real weights with ranks up to 8)
     takes roughly 15-30 minutes on 2 CPU cores and shows a progress bar. Without the [real]
-    extra the real-weights figures are skipped with a message (exit code 0). See
+    extra the real-weights figures are skipped with a message (exit code 0); asked for by
+    name (--only minilm) they are an error instead (exit code 2, with the install command).
+    The output folder is created and checked to be writable before any work. The --json
+    summary carries a "provenance" object (seed, settings, versions, timestamp). See
     docs/gallery.md."""
 
 
@@ -47,6 +51,9 @@ def add_parser(subparsers):
                    help="make only these figures: " + ", ".join(FIGURES))
     add_monte_carlo_args(p, seed_help="Monte Carlo seed (default 0)", backend_help="Monte Carlo backend",
                          device_help="torch device (cpu, cuda)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="simulate every Monte Carlo run again and keep no cache (default: finished runs are "
+                        "kept in DIR/.cache, so a rerun after Ctrl-C recomputes nothing that was finished)")
     add_progress_flag(p)
     return finish_command(p, run)
 
@@ -64,8 +71,28 @@ def run(args) -> int:
                              hint="use --backend torch --device cuda for a GPU")
     s = QUICK if args.quick else FULL
     s = replace(s, seed=check_int("seed", args.seed, 0), backend=args.backend, device=args.device)
-    summary = run_figures(out=args.out, settings=s, figures=args.only, progress=False if args.no_progress else None,
-                          echo=None if args.json else print)
+    figures = list(dict.fromkeys(args.only)) if args.only else None
+    if figures and "minilm" in figures:
+        _check_real_weights()
+    output_folder(args.out, "out")  # an existing file, /proc/x, ...: refused before minutes of work
+    summary = run_figures(out=args.out, settings=s, figures=figures, progress=False if args.no_progress else None,
+                          echo=None if args.json else print, cache=not args.no_cache)
     if args.json:
-        print_json(summary)
+        from dataclasses import asdict
+
+        params = {"command": "reproduce", "out": args.out, "figures": figures, "settings": asdict(s)}
+        print_json(with_provenance(summary, params, seed=s.seed, backend=args.backend, dtype="float64"))
     return EXIT_OK
+
+
+def _check_real_weights() -> None:
+    """``--only minilm`` asks for the real-weights figure by name: without the ``[real]`` extra that is
+    an error (RealWeightsUnavailable, exit 2, with the install command), not a silent skip."""
+    from .. import realweights
+    from ..errors import ParameterError, RealWeightsUnavailable
+
+    try:
+        realweights.minilm_path()
+        realweights._import_safetensors()
+    except RealWeightsUnavailable as exc:
+        raise ParameterError("only", "minilm", "figures whose inputs are installed", hint=str(exc)) from None

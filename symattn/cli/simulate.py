@@ -2,9 +2,13 @@ r"""``symattn simulate``: exact finite-n Monte Carlo of E_attention and E_linear
 
 from __future__ import annotations
 
+from ..model import N_MAX
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_gamma_arg, add_geometry_args,
                      add_monte_carlo_args, add_progress_flag, finish_command, fmt, format_table, geometry_from_args,
-                     geometry_line, print_json)
+                     geometry_line, integer, number, print_json, with_provenance)
+
+#: the most draws one command accepts
+DRAWS_MAX = 10**6
 
 HELP = "exact finite-n Monte Carlo of E_attention and E_linear"
 DESCRIPTION = """
@@ -17,7 +21,8 @@ DESCRIPTION = """
     by --seed. Progress is shown on stderr for long runs.
 
     JSON: {"gamma", "n", "p", "draws", "E_attention": {"mean", "sem"},
-    "E_linear": {"mean", "sem"}}."""
+    "E_linear": {"mean", "sem"}, "provenance"}; "provenance" records the seed, the parameters,
+    the backend and dtype, the symattn and library versions and a timestamp."""
 EXAMPLES = [
     "symattn simulate --activation tanh --n 500 --c 1 --gamma 0.01 0.1 1",
     "symattn simulate -a relu --n 1000 --c 0.5 --gamma 0.1 1 --aligned --snr 1 --draws 8 --json",
@@ -29,11 +34,13 @@ EXAMPLES = [
 def add_parser(subparsers):
     p = add_command(subparsers, "simulate", help=HELP, description=DESCRIPTION, examples=EXAMPLES)
     add_activation_arg(p)
-    p.add_argument("--n", type=int, required=True, metavar="N", help="number of tokens n >= 2")
-    p.add_argument("--c", type=float, required=True, metavar="C", help="c = p/n, 0 < C <= 10000")
+    p.add_argument("--n", type=integer("n", 2, N_MAX), required=True, metavar="N",
+                   help="number of tokens n >= 2 (the memory it needs is checked first)")
+    p.add_argument("--c", type=number, required=True, metavar="C", help="c = p/n, 0 < C <= 10000")
     add_gamma_arg(p)
     add_geometry_args(p)
-    p.add_argument("--draws", type=int, default=4, metavar="D", help="independent draws (default 4)")
+    p.add_argument("--draws", type=integer("draws", 1, DRAWS_MAX), default=4, metavar="D",
+                   help="independent draws (default 4)")
     add_monte_carlo_args(p, seed_help="random seed (default 0)",
                          backend_help="numpy (CPU) or torch (CPU or CUDA; needs the [gpu] extra). Default numpy",
                          device_help="torch device: cpu or cuda (default: cuda if available, else cpu)")
@@ -63,11 +70,28 @@ def simulate_data(act: str, n: int, c: float, gamma, geometry=None, draws: int =
 
 
 def run(args) -> int:
+    import numpy as np
+
+    from ..errors import ParameterError
+
     geometry = geometry_from_args(args)
-    data = simulate_data(args.activation, args.n, args.c, args.gamma, geometry, args.draws, args.seed,
-                         args.backend, args.device, args.diagonal,
-                         progress=False if args.no_progress else None)
+    try:
+        data = simulate_data(args.activation, args.n, args.c, args.gamma, geometry, args.draws, args.seed,
+                             args.backend, args.device, args.diagonal,
+                             progress=False if args.no_progress else None)
+    except np.linalg.LinAlgError as exc:  # LAPACK on a matrix with inf/NaN entries
+        raise ParameterError("activation", args.activation, "an activation whose kernel stays finite in float64 "
+                             f"at n={args.n}, c={args.c:g}",
+                             hint=f"the eigensolver failed on non-finite entries ({exc}): f overflows at the "
+                                  "kernel's arguments, which grow like sqrt(p)") from None
     if args.json:
+        params = {"command": "simulate", "activation": args.activation, "n": args.n, "c": args.c,
+                  "gamma": list(args.gamma), "geometry": geometry.as_dict(), "draws": args.draws,
+                  "diagonal": args.diagonal, "device": args.device}
+        if data.get("provenance") is None:
+            data = with_provenance(data, params, seed=args.seed, backend=args.backend, dtype="float64")
+        else:  # the library's own provenance of the run, with the command line's parameters added
+            data["provenance"]["parameters"] = {**params, **data["provenance"].get("parameters", {})}
         return print_json(data)
     print(f"activation {args.activation}: n = {data['n']}, p = {data['p']}, draws = {data['draws']}, "
           f"seed = {args.seed}, backend = {args.backend}")

@@ -2,14 +2,13 @@ r"""``symattn solve``: the deterministic-equivalent memorization errors E_attent
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 from ..formatting import finite_or_none
-from ..model import STRONG_SIGNAL_T
+from ..model import N_MAX, STRONG_SIGNAL_T
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_dps_arg, add_gamma_arg,
                      add_geometry_args, finish_command, fmt, format_table, geometry_from_args, geometry_line,
-                     print_json)
+                     integer, number, print_json, with_provenance)
 
 HELP = "deterministic-equivalent memorization errors E_attention, E_linear"
 DESCRIPTION = """
@@ -24,16 +23,24 @@ DESCRIPTION = """
 
     Finite size: the attention theory is asymptotic. At n tokens its bias is governed by
     the signal strength t = (||mu||^2 + mu^T w_K mu^T w_Q)/sqrt(p), p = round(c n), which --n
-    prints: for t > 0.15 the asymptotic E_attention is too large (exact simulation lies about
-    30% below it at t = 0.7 for tanh).
+    prints: for |t| > 0.15 (t > 0.15 or t < -0.15) the asymptotic E_attention is off (exact
+    simulation lies about 30% below it at t = 0.7 for tanh).
     --finite-p (with --n) solves the finite-p corrected theory instead: the kernel is
     expanded around the exact latent part of its argument (all orders in t and in the
     signal/weight projections) with a pair-dependent slope; see docs/finite_p.md.
 
-    JSON: {"gamma", "E_attention", "E_linear", "a1", "nu", "d"}; E_* are lists aligned with
-    gamma, and the key of a model not requested (--model linear or attention) is omitted.
-    d is the diagonal constant used (d_n with --n, 0 with --diagonal zero, null if infinite).
-    With --n the object also has "t"; with --finite-p, "correction": "finite-p"."""
+    Several c: --c 0.5 1 2 solves every (c, gamma) point; a point whose solver fails is
+    reported (null in JSON, 'failed' in the table) while the others are kept, and the exit code
+    is then 3.
+
+    JSON: {"gamma", "E_attention", "E_linear", "a1", "nu", "d", "provenance"}; E_* are lists
+    aligned with gamma, and the key of a model not requested (--model linear or attention) is
+    omitted. d is the diagonal constant used (d_n with --n, 0 with --diagonal zero, null if
+    infinite). With --n the object also has "t"; with --finite-p, "correction": "finite-p".
+    With several c it also has "c", E_* are lists of rows (one per c, each aligned with gamma),
+    and "t" (and "d" with --n) are lists aligned with c. When a point failed, "failed" lists
+    {"c", "gamma", "model", "error"}. "provenance" records the symattn and library versions, the
+    parameters, the backend and a timestamp."""
 EXAMPLES = [
     "symattn solve --activation tanh --c 0.5 --gamma 0.01 0.1 1 10",
     "symattn solve -a relu --c 1 --gamma 0.1 --aligned --snr 1 --json",
@@ -41,14 +48,17 @@ EXAMPLES = [
     "symattn solve -a tanh --c 1 --gamma 0.01 --n 1000       # finite-p diagonal d_n",
     "symattn solve -a tanh --c 0.3 --gamma 0.03 --aligned --snr 3 --n 1000 --finite-p",
     "symattn solve -a erf --c 0.5 --gamma 1 --backend mpmath --dps 40 --model linear",
+    "symattn solve -a tanh --c 0.5 1 2 --gamma 0.1 1 --snr 1 --json   # several c",
 ]
-NOTES = "Exit code 3 when the solver does not converge (the message gives the residual)."
+NOTES = """Exit code 3 when the solver does not converge at some point: the other points are still
+    printed, and the one-line message names the failed points and the reason (residual, iterations)."""
 
 
 def add_parser(subparsers):
     p = add_command(subparsers, "solve", help=HELP, description=DESCRIPTION, examples=EXAMPLES, notes=NOTES)
     add_activation_arg(p)
-    p.add_argument("--c", type=float, required=True, metavar="C", help="c = p/n, 0 < C <= 10000")
+    p.add_argument("--c", type=number, nargs="+", required=True, metavar="C",
+                   help="c = p/n, 0 < C <= 10000 (one or more; each is solved at every gamma)")
     add_gamma_arg(p)
     add_geometry_args(p)
     p.add_argument("--model", choices=("attention", "linear", "both"), default="both",
@@ -56,28 +66,49 @@ def add_parser(subparsers):
     p.add_argument("--backend", choices=("numpy", "mpmath"), default="numpy",
                    help="numpy (fast, double precision) or mpmath (at --dps digits). Default numpy")
     add_dps_arg(p, "mpmath digits for --backend mpmath")
-    p.add_argument("--n", type=int, default=None, metavar="N",
+    p.add_argument("--n", type=integer("n", 2, N_MAX), default=None, metavar="N",
                    help="use the finite-p diagonal d_n at n tokens (p = round(c n)) instead of d; "
-                        "prints the signal strength t and warns when t > 0.15")
+                        f"2 <= N <= {N_MAX:.0e}; prints the signal strength t and warns when |t| > 0.15")
     p.add_argument("--finite-p", dest="finite_p", action="store_true",
-                   help="finite-p corrected attention theory (needs --n; matters when t > 0.15)")
+                   help="finite-p corrected attention theory (needs --n; matters when |t| > 0.15; "
+                        "not with --model linear)")
     add_diagonal_arg(p)
     return finish_command(p, run)
 
 
-def solve_data(act: str, c: float, gamma, geometry=None, model: str = "both", backend: str = "numpy",
-               dps: int = 30, n: int | None = None, diagonal: str = "f", correction: str | None = None) -> dict:
-    """The ``symattn solve --json`` object: E_attention and/or E_linear of :func:`symattn.memorization_error`.
+def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
+    """E of one model at one c and every γ, as floats, and the failed points as ``(γ, reason)``.
 
-    E(γ) = −γ² F'(γ) of the deterministic equivalents (docs/theory.md §3, §5-6), one value per γ,
-    with the Hermite constants a1, ν and the diagonal constant d that were used.
+    With ``keep_going`` a point that fails is NaN (:func:`symattn.solve` with ``errors="nan"``)
+    and the others are kept; otherwise the first failure raises ConvergenceError.
+    """
+    import numpy as np
+
+    from ..errors import FailedPointsWarning
+    from ..theory import solve
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FailedPointsWarning)  # the caller reports every failed point itself
+        res = solve(f, c, gamma, model=model, errors="nan" if keep_going else "raise", **kwargs)
+    row = np.asarray(np.asarray(res.E, dtype=object).astype(float)).reshape(-1)
+    failed = [(float(p["gamma"]), str(p.get("reason") or "no convergence")) for p in (res.failures or [])]
+    return row, failed
+
+
+def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: str = "numpy",
+               dps: int = 30, n: int | None = None, diagonal: str = "f", correction: str | None = None,
+               errors: str = "raise") -> dict:
+    """The ``symattn solve --json`` object (without its provenance): E_attention and/or E_linear.
+
+    E(γ) = −γ² F'(γ) of the deterministic equivalents (docs/theory.md §3, §5-6), one value per γ
+    (and per c), with the Hermite constants a1, ν and the diagonal constant d that were used.
 
     Parameters
     ----------
     act : str or Activation
         A catalog name or a SymPy expression in x.
-    c : float
-        p/n.
+    c : float or sequence of float
+        p/n; one value, or several (every (c, γ) point is solved).
     gamma : float or sequence of float
         Ridge values γ > 0.
     geometry : Geometry or dict, optional
@@ -90,84 +121,161 @@ def solve_data(act: str, c: float, gamma, geometry=None, model: str = "both", ba
         Tokens: the finite-p diagonal d_n at p = round(c n), and the signal strength t.
     diagonal : {"f", "zero"}
     correction : {None, "finite-p"}
-        The finite-p corrected attention theory (needs ``n``; docs/theory.md §10).
+        The finite-p corrected attention theory (needs ``n``, not with model 'linear'; docs/theory.md §10).
+    errors : {"raise", "nan"}
+        "raise": a point whose solver fails raises ConvergenceError. "nan": it is NaN (null in
+        JSON), the other points are kept, and ``"failed"`` lists the failed points.
 
     Returns
     -------
     dict
         ``{"gamma", "E_attention", "E_linear", "a1", "nu", "d"}`` (the key of a model not asked for
-        is omitted), plus ``"t"`` with ``n`` and ``"correction"`` with ``correction``.
+        is omitted), plus ``"t"`` with ``n`` and ``"correction"`` with ``correction``. With several c
+        also ``"c"``; E_* are then rows, one per c, and ``"t"`` (and ``"d"`` with ``n``) lists
+        aligned with c. With ``errors="nan"`` and a failure, ``"failed"``: ``[{"c", "gamma",
+        "model", "error"}]``.
 
     Examples
     --------
     >>> data = solve_data("tanh", 1.0, [0.1, 1.0], model="linear")
     >>> sorted(data), [round(e, 6) for e in data["E_linear"]]
     (['E_linear', 'a1', 'd', 'gamma', 'nu'], [0.156174, 0.447214])
+    >>> rows = solve_data("tanh", [0.5, 2.0], 1.0, model="linear")
+    >>> rows["c"], [[round(e, 6) for e in r] for r in rows["E_linear"]]
+    ([0.5, 2.0], [[0.674437], [0.207107]])
     """
     import numpy as np
 
     from ..activations.activation import activation
     from ..errors import FiniteSizeWarning, ParameterError
-    from ..model import (as_geometry, check_c, check_diagonal, check_dps, check_gamma, check_int, kernel_constants,
+    from ..model import (as_geometry, check_c, check_diagonal, check_dps, check_gamma, check_n, kernel_constants,
                          signal_strength)
 
     if model not in ("attention", "linear", "both"):
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
     if backend not in ("numpy", "mpmath"):
         raise ParameterError("backend", backend, "one of 'numpy', 'mpmath'")
-    c = float(check_c(c))
-    gamma = check_gamma(gamma)
+    if errors not in ("raise", "nan"):
+        raise ParameterError("errors", errors, "one of 'raise', 'nan'")
+    items = list(np.asarray(c, dtype=object).ravel()) if isinstance(c, (list, tuple, np.ndarray)) else [c]
+    several = len(items) > 1
+    cs = np.array([float(check_c(ci)) for ci in items])  # one at a time: the message shows the bad value
+    if cs.size == 0:
+        raise ParameterError("c", c, "at least one value")
+    gamma = np.atleast_1d(check_gamma(gamma)).astype(float).ravel()
     dps = check_dps(dps)
     if n is not None:
-        n = check_int("n", n, 2)
+        n = check_n(n)
     check_diagonal(diagonal)
     geometry = as_geometry(geometry)
-    f = activation(act)
-    if model == "linear":
-        d = 0.0 if diagonal == "zero" else finite_or_none(f.d)
-    else:  # validates the diagonal mode against f (superlinear f needs diagonal='zero')
-        d = finite_or_none(kernel_constants(f, diagonal=diagonal, n=n, c=c, snr=geometry.snr).d)
     from ..backends import finite_p
 
     finite_p.check_correction(correction, n)
-    from ..theory import memorization_error  # after validation: bad input never needs the solvers
-
+    if correction is not None and model == "linear":
+        raise ParameterError("correction", correction, "only with model 'attention' or 'both' (CLI: --finite-p "
+                             "needs --model attention or both)", hint="the finite-p correction is of the attention "
+                             "theory; E_linear does not depend on n")
+    f = activation(act)
+    if model == "linear":
+        ds = [0.0 if diagonal == "zero" else finite_or_none(f.d)] * cs.size
+    else:  # validates the diagonal mode against f (superlinear f needs diagonal='zero')
+        k = kernel_constants(f, diagonal=diagonal, n=n, c=cs, snr=geometry.snr)
+        ds = [finite_or_none(d) for d in np.broadcast_to(np.asarray(k.d, dtype=float), cs.shape)]
+    models = ["attention", "linear"] if model == "both" else [model]
+    kwargs = dict(geometry=geometry, backend=backend, dps=dps, n=n, diagonal=diagonal)
+    rows = {m: [] for m in models}
+    failed = []
     with warnings.catch_warnings():  # the CLI prints t and its own warning (run)
         warnings.simplefilter("ignore", FiniteSizeWarning)
-        res = memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps,
-                                 n=n, diagonal=diagonal, correction=correction)
-    if model == "both":
-        errs = {"E_attention": res["attention"], "E_linear": res["linear"]}
-    else:
-        errs = {f"E_{model}": res}
-    out = {"gamma": gamma.ravel().tolist()}
-    out.update({k: np.asarray(v, dtype=float).ravel().tolist() for k, v in errs.items()})
-    out.update({"a1": finite_or_none(f.a1), "nu": finite_or_none(f.nu), "d": d})
+        for ci in cs:
+            for m in models:
+                row, bad = _solve_row(f, float(ci), gamma, m, errors == "nan",
+                                      **kwargs, correction=correction if m == "attention" else None)
+                rows[m].append(row.tolist())
+                failed += [{"c": float(ci), "gamma": g, "model": m, "error": msg} for g, msg in bad]
+    out = {"c": cs.tolist()} if several else {}
+    out["gamma"] = gamma.tolist()
+    for m in ("attention", "linear"):
+        if m in rows:
+            out[f"E_{m}"] = rows[m] if several else rows[m][0]
+    out.update({"a1": finite_or_none(f.a1), "nu": finite_or_none(f.nu),
+                "d": ds if several and n is not None else ds[0]})
     if n is not None:
-        out["t"] = float(signal_strength(geometry, n, c))
+        ts = [float(t) for t in np.atleast_1d(signal_strength(geometry, n, cs))]
+        out["t"] = ts if several else ts[0]
     if correction is not None:
         out["correction"] = correction
+    if failed:
+        out["failed"] = failed
     return out
 
 
+def _failure_message(failed: list, total: int) -> str:
+    """One line: how many points failed, which ones, and the first reason."""
+    where = ", ".join(f"{p['model']} at c={p['c']:g}, gamma={p['gamma']:g}" for p in failed[:4])
+    more = f" and {len(failed) - 4} more" if len(failed) > 4 else ""
+    reason = failed[0]["error"]
+    reason = reason[len("no convergence"):].lstrip(":; ") if reason.lower().startswith("no convergence") else reason
+    return f"no convergence at {len(failed)} of {total} points ({where}{more}): {reason}"
+
+
 def run(args) -> int:
+    from ..errors import ConvergenceError, FiniteSizeWarning
+
     geometry = geometry_from_args(args)
+    correction = "finite-p" if args.finite_p else None
     data = solve_data(args.activation, args.c, args.gamma, geometry, args.model, args.backend, args.dps,
-                      args.n, args.diagonal, "finite-p" if args.finite_p else None)
-    if "t" in data and data["t"] > STRONG_SIGNAL_T and not args.finite_p and args.model != "linear":
-        print(f"symattn: warning: signal strength t = {data['t']:.3g} > {STRONG_SIGNAL_T:g}: the asymptotic "
-              "E_attention is biased upwards at this size; add --finite-p for the finite-p corrected theory",
-              file=sys.stderr)
+                      args.n, args.diagonal, correction, errors="nan")
+    several = "c" in data
+    ts = (data["t"] if several else [data["t"]]) if "t" in data else []
+    t_max = max(ts, key=abs) if ts else 0.0
+    if abs(t_max) > STRONG_SIGNAL_T and not args.finite_p and args.model != "linear":
+        warnings.warn(FiniteSizeWarning(
+            f"signal strength t = {t_max:.3g} {'>' if t_max > 0 else '<'} {'' if t_max > 0 else '-'}"
+            f"{STRONG_SIGNAL_T:g} (|t| > {STRONG_SIGNAL_T:g}): the asymptotic E_attention is biased at this "
+            "size; add --finite-p for the finite-p corrected theory"))
+    failed = data.get("failed", [])
     if args.json:
-        return print_json(data)
+        print_json(with_provenance(data, _parameters(args, geometry), backend=args.backend,
+                                   dtype="float64" if args.backend == "numpy" else f"mpf ({args.dps} digits)"))
+    else:
+        _print_table(args, data, geometry, several)
+    if failed:
+        models = 2 if args.model == "both" else 1
+        raise ConvergenceError(_failure_message(failed, len(data["gamma"]) * len(args.c) * models))
+    return EXIT_OK
+
+
+def _parameters(args, geometry) -> dict:
+    return {"command": "solve", "activation": args.activation, "c": list(args.c), "gamma": list(args.gamma),
+            "geometry": geometry.as_dict(), "model": args.model, "backend": args.backend, "dps": args.dps,
+            "n": args.n, "diagonal": args.diagonal, "correction": "finite-p" if args.finite_p else None}
+
+
+def _print_table(args, data, geometry, several: bool) -> None:
+    d = data["d"]
+    d_text = ("d_n per c (column d)" if isinstance(d, list) else "inf" if d is None else fmt(d))
     print(f"activation {args.activation}: a1 = {fmt(data['a1'])}, nu = {fmt(data['nu'])}, "
-          f"d = {'inf' if data['d'] is None else fmt(data['d'])};  c = {fmt(args.c)}"
+          f"d = {d_text};  c = {', '.join(fmt(c) for c in args.c)}"
           + (f", n = {args.n}" if args.n else ""))
     print(geometry_line(geometry))
-    if "t" in data:
-        print(f"signal strength t = {fmt(data['t'])}; attention theory: "
-              + ("finite-p corrected" if args.finite_p else "asymptotic"))
+    theory = "finite-p corrected" if args.finite_p else "asymptotic"
+    if "t" in data and not several:
+        print(f"signal strength t = {fmt(data['t'])}; attention theory: {theory}")
+    elif "t" in data:
+        print(f"signal strength t per c (column t); attention theory: {theory}")
     keys = [k for k in ("E_attention", "E_linear") if k in data]
-    rows = [[fmt(g)] + [fmt(data[k][i], 8) for k in keys] for i, g in enumerate(data["gamma"])]
-    print(format_table(["gamma"] + keys, rows, align="r" * (1 + len(keys))))
-    return EXIT_OK
+
+    def cell(v):
+        return "failed" if v is None or v != v else fmt(v, 8)
+
+    if not several:
+        rows = [[fmt(g)] + [cell(data[k][i]) for k in keys] for i, g in enumerate(data["gamma"])]
+        print(format_table(["gamma"] + keys, rows, align="r" * (1 + len(keys))))
+        return
+    extra = (["d"] if isinstance(d, list) else []) + (["t"] if "t" in data else [])
+    rows = []
+    for i, c in enumerate(data["c"]):
+        per_c = ([fmt(d[i])] if isinstance(d, list) else []) + ([fmt(data["t"][i])] if "t" in data else [])
+        rows += [[fmt(c), fmt(g)] + per_c + [cell(data[k][i][j]) for k in keys] for j, g in enumerate(data["gamma"])]
+    print(format_table(["c", "gamma"] + extra + keys, rows, align="r" * (2 + len(extra) + len(keys))))

@@ -10,8 +10,12 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import (EXIT_FAILURE, EXIT_OK, add_command, add_json_flag, finish_command, fmt, format_table,
-                     print_json)
+from .common import (EXIT_FAILURE, EXIT_OK, SEED_MAX, add_command, add_json_flag, finish_command, fmt, format_table,
+                     integer, number, output_folder, print_json, with_provenance)
+
+#: token counts of the checks and of the convergence study: from the smallest useful size to what fits
+N_MIN, N_MAX = 50, 100_000
+DRAWS_MAX = 10_000
 
 DESCRIPTION = """\
 Runs every verification check of the theory and prints a table: check, method, value,
@@ -42,7 +46,7 @@ def add_parser(subparsers):
                   "symattn verify --convergence --replot --out docs/figures"],
         notes="JSON: {\"checks\": [{\"name\", \"method\", \"value\", \"reference\", \"tolerance\", \"passed\", "
               "\"group\", \"relation\", \"detail\", \"seconds\"}, ...], \"passed\": bool, \"total\", \"failed\", "
-              "\"seconds\", \"profile\"}; non-finite numbers are null.")
+              "\"seconds\", \"profile\", \"provenance\"}; non-finite numbers are null.")
     p.add_argument("--quick", action="store_true", help="symbolic + mpmath + small Monte Carlo (< 2 min)")
     add_json_flag(p)
     p.add_argument("--only", metavar="PATTERNS", default=None,
@@ -51,21 +55,24 @@ def add_parser(subparsers):
                    choices=("symbolic", "mpmath", "float64", "monte-carlo", "contour"),
                    help="run only the checks of this method")
     p.add_argument("--list", action="store_true", help="list the checks (name, method, quick) and exit")
-    p.add_argument("--n", type=int, default=None, help="Monte Carlo tokens n (default 400 quick, 1000 full)")
-    p.add_argument("--draws", type=int, default=None, help="Monte Carlo draws (default 8 quick, 16 full)")
-    p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (default 0)")
-    p.add_argument("--k-se", dest="k_se", type=float, default=None,
-                   help="Monte Carlo tolerance in standard errors (default 4)")
+    p.add_argument("--n", type=integer("n", N_MIN, N_MAX), default=None,
+                   help=f"Monte Carlo tokens n, {N_MIN} <= n <= {N_MAX} (default 400 quick, 1000 full)")
+    p.add_argument("--draws", type=integer("draws", 2, DRAWS_MAX), default=None,
+                   help="Monte Carlo draws (default 8 quick, 16 full)")
+    p.add_argument("--seed", type=integer("seed", 0, SEED_MAX), default=0, help="Monte Carlo seed (default 0)")
+    p.add_argument("--k-se", dest="k_se", type=number, default=None,
+                   help="Monte Carlo tolerance in standard errors, 0 < K <= 1000 (default 4)")
     g = p.add_argument_group("convergence study")
     g.add_argument("--convergence", action="store_true",
                    help="run the convergence study instead of the checks (writes convergence.csv/.png)")
     g.add_argument("--out", default="verify-out", help="output folder of --convergence (default verify-out)")
     g.add_argument("--settings", nargs="+", default=None, metavar="NAME",
                    help="convergence settings: bulk-tanh, signal-tanh, strong-tanh (default all)")
-    g.add_argument("--ns", nargs="+", type=int, default=None, metavar="N",
-                   help="token counts of the convergence study (default 250 500 1000 2000 4000)")
-    g.add_argument("--draws-scale", dest="draws_scale", type=float, default=1.0,
-                   help="multiply the convergence draws by this factor (default 1)")
+    g.add_argument("--ns", nargs="+", type=integer("ns", N_MIN, N_MAX), default=None, metavar="N",
+                   help=f"token counts of the convergence study, {N_MIN} <= N <= {N_MAX} "
+                        "(default 250 500 1000 2000 4000)")
+    g.add_argument("--draws-scale", dest="draws_scale", type=number, default=1.0,
+                   help="multiply the convergence draws by this factor, 0 < S <= 1000 (default 1)")
     g.add_argument("--replot", action="store_true",
                    help="with --convergence: redraw convergence.png from the CSV in --out (no simulation)")
     g.add_argument("--no-finite-p", dest="finite_p", action="store_false",
@@ -86,7 +93,7 @@ def _profile(args):
     if args.draws is not None:
         prof = replace(prof, draws=check_int("draws", args.draws, 2))
     if args.k_se is not None:
-        prof = replace(prof, k_se=float(check_positive("k-se", args.k_se)))
+        prof = replace(prof, k_se=float(check_positive("k-se", args.k_se, upper=1000)))
     return replace(prof, seed=check_int("seed", args.seed, 0))
 
 
@@ -124,10 +131,13 @@ def run(args) -> int:
     secs = time.perf_counter() - t0
     failed = [r for r in results if not r.passed]
     if args.json:
-        print_json({"checks": [r.to_dict() for r in results], "passed": not failed and bool(results),
-                    "total": len(results), "failed": len(failed), "seconds": secs,
-                    "profile": {"name": prof.name, "n": prof.n, "draws": prof.draws, "k_se": prof.k_se,
-                                "dps": prof.dps, "seed": prof.seed}})
+        profile = {"name": prof.name, "n": prof.n, "draws": prof.draws, "k_se": prof.k_se, "dps": prof.dps,
+                   "seed": prof.seed}
+        params = {"command": "verify", "quick": args.quick, "only": args.only, "method": args.method,
+                  "profile": profile}
+        print_json(with_provenance({"checks": [r.to_dict() for r in results], "passed": not failed and bool(results),
+                                    "total": len(results), "failed": len(failed), "seconds": secs,
+                                    "profile": profile}, params, seed=prof.seed, backend="numpy", dtype="float64"))
     else:
         rows = [[r.name, r.method, fmt(r.value), fmt(r.reference), fmt(r.tolerance, 3),
                  "yes" if r.passed else "NO"] for r in results]
@@ -143,7 +153,10 @@ def run(args) -> int:
 def _run_convergence(args) -> int:
     from ..verification import convergence
 
-    ns = tuple(args.ns) if args.ns else convergence.NS
+    ns = tuple(dict.fromkeys(args.ns)) if args.ns else convergence.NS
+    if not args.replot:  # everything is checked before the first simulation
+        convergence.check_arguments(args.settings, ns, args.draws_scale, args.seed)
+        output_folder(args.out, "out")
 
     def show(row):
         if not args.json:
@@ -158,12 +171,16 @@ def _run_convergence(args) -> int:
                               seed=args.seed, progress=show, finite_p=args.finite_p)
     summ = res["summary"]
     if args.json:
-        print_json({"csv": str(res["csv"]), "png": str(res["png"]),
+        params = {"command": "verify --convergence", "out": args.out, "replot": args.replot,
+                  "settings": args.settings, "ns": list(ns), "draws_scale": args.draws_scale,
+                  "finite_p": args.finite_p}
+        print_json(with_provenance({"csv": str(res["csv"]), "png": str(res["png"]),
                     "slopes": {k: {"gap": v["gap_slope"][0], "gap_se": v["gap_slope"][1],
                                    "last_segment": v["tail_slope"][0],
                                    "se": v["se_slope"][0], "gap_finite_p": v["gap_fp_slope"][0]}
                                for k, v in summ.items()},
-                    "rows": res["rows"]})
+                    "rows": res["rows"]}, params, seed=None if args.replot else args.seed, backend="numpy",
+                                   dtype="float64"))
     else:
         rows = [[k, fmt(v["gap_slope"][0], 3), fmt(v["gap_slope"][1], 2), fmt(v["tail_slope"][0], 3),
                  fmt(v["se_slope"][0], 3), fmt(v["gap_fp_slope"][0], 3), fmt(v["max_abs_z"], 3)]

@@ -185,7 +185,8 @@ def generate_solver(f, dps: int = 30, diagonal: str = "f", rank: int = 1, genera
 
 
 def write_solver(f, path, **kwargs) -> Path:
-    """Write :func:`generate_solver` (same keywords) to ``path``; returns the path.
+    """Write :func:`generate_solver` (same keywords) to ``path``, atomically
+    (:func:`symattn.files.write_text`: an interrupted write leaves no truncated module); returns the path.
 
     Examples
     --------
@@ -195,9 +196,9 @@ def write_solver(f, path, **kwargs) -> Path:
     ...     "import tanh_solver" in path.read_text()
     True
     """
-    path = Path(path)
-    path.write_text(generate_solver(f, **kwargs), encoding="utf-8")
-    return path
+    from ..files import write_text
+
+    return write_text(Path(path), generate_solver(f, **kwargs))
 
 
 # ============================================================================ assembly

@@ -42,7 +42,12 @@ DESCRIPTIONS = {
     "resolvent-kernels": "q, k, r (docs/theory.md §5.3) and their total gamma-derivatives "
                          "d/dgamma + sum_j edot_j d/de_j",
     "linear": "E_LR = -gamma^2 F_LR'(gamma) in closed form (docs/theory.md §3)",
-    "gamma": "the entries of Gamma = U^T H0^-1 U from the traces T and the Gram matrix (docs/theory.md §6.5)",
+    "regular-tangent": "dg_i/dx_j (row-major) and dg_i/dgamma of the regular form, x = (P, e2, e3), "
+                       "P = (gamma + s2 e2) e1",
+    "regular-kernels": "q, k, r, the centred-trace integrands and the gamma-derivatives of q, k, r "
+                       "given xdot (regular form)",
+    "gamma": "the entries of Gamma = U^T H0^-1 U from the traces T (centred T_KQK) and the Gram matrix "
+             "(docs/theory.md §6.5)",
     "gamma-dot": "the entries of dGamma/dgamma = sum_T dGamma/dT Tdot",
     "c-hat": "the entries of C_hat = [[0, C^T], [C, 0]] from the coefficients A = a1 Lambda (docs/theory.md §6.4)",
     "lambda": "the entries of Lambda(G) (docs/theory.md §6.2)",
@@ -133,7 +138,7 @@ def print_kernel(key: str, values: dict):
         exprs = [rationalise(e).xreplace(fold) for e in k.exprs]
     names = _renaming(args + tuple(sym for sym, _ in steps))
     # the intermediates the outputs need (each may use the previous ones)
-    needed = set().union(*(sp.sympify(e).free_symbols for e in exprs)) if exprs else set()
+    needed = set().union(*(sp.sympify(e, strict=True).free_symbols for e in exprs)) if exprs else set()
     used = []
     for sym, defn in reversed(steps):
         if sym in needed:
@@ -141,7 +146,7 @@ def print_kernel(key: str, values: dict):
             needed |= defn.free_symbols
     outs = [sp.Symbol(f"out{i}") for i in range(len(exprs))]
     block = CodeBlock(*[Assignment(names[s], d.xreplace(names)) for s, d in used],
-                      *[Assignment(o, sp.sympify(e).xreplace(names)) for o, e in zip(outs, exprs)])
+                      *[Assignment(o, sp.sympify(e, strict=True).xreplace(names)) for o, e in zip(outs, exprs)])
     block = block.cse(symbols=sp.numbered_symbols("x"), order="none")
     kind = key if k.matrix is None else key.rsplit("-r", 1)[0]
     body = CodeBlock(Comment(f"{key}: {DESCRIPTIONS[kind]}"), *block.args, Return(sp.Tuple(*outs)))

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from ..model import STRONG_SIGNAL_T
+from ..provenance import provenance_path, write_provenance
 
 __all__ = ["STRONG_SIGNAL_T", "TOL_SE", "TOL_REL", "CSV_COLUMNS", "THEORY_MODEL", "REAL_WEIGHTS", "Records",
-           "FigureResult", "write_csv", "agreement"]
+           "FigureResult", "write_csv", "write_provenance", "provenance_path", "agreement"]
 
 #: Tolerance of the agreement summary: |MC − theory| <= max(3 se, 3 % of theory).
 TOL_SE = 3.0
@@ -91,10 +92,12 @@ class FigureResult:
     note: str = ""
 
 
-def write_csv(path: Path, rows: list[dict]) -> Path:
+def write_csv(path: Path, rows: list[dict], provenance: dict | None = None) -> Path:
     """Write ``rows`` to ``path`` with the columns :data:`CSV_COLUMNS` then the extra ones (sorted).
 
-    Missing values and non-finite floats are empty cells; booleans are ``true``/``false``.
+    Missing values and non-finite floats are empty cells; booleans are ``true``/``false``. The
+    file is written atomically (:func:`symattn.files.atomic_path`); with ``provenance``, its
+    provenance object goes to ``<path>.provenance.json`` (:func:`write_provenance`).
 
     Parameters
     ----------
@@ -102,6 +105,8 @@ def write_csv(path: Path, rows: list[dict]) -> Path:
         The CSV file (its folder is created).
     rows : list of dict
         The rows (:attr:`Records.rows`).
+    provenance : dict, optional
+        :func:`symattn.provenance.provenance` of the data.
 
     Returns
     -------
@@ -117,14 +122,19 @@ def write_csv(path: Path, rows: list[dict]) -> Path:
     >>> f.read_text().splitlines()[2].split(",")[9]     # the theory column of the NaN point
     ''
     """
+    from ..files import atomic_path
+
     extra = sorted({k for r in rows for k in r} - set(CSV_COLUMNS))
     cols = CSV_COLUMNS + extra
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=cols)
         w.writeheader()
         for r in rows:
             w.writerow({k: _csv_value(r.get(k)) for k in cols})
+    if provenance is not None:
+        write_provenance(path, provenance)
     return path
 
 

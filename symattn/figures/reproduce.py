@@ -19,7 +19,7 @@ from .a1zero import make_a1zero, plan_a1zero
 from .aligned import make_aligned, plan_aligned
 from .minilm import make_minilm, plan_minilm
 from .mu0 import make_mu0, plan_mu0
-from .records import STRONG_SIGNAL_T, agreement
+from .records import STRONG_SIGNAL_T, agreement, write_provenance
 from .runner import FULL, QUICK, Runner, Settings
 
 __all__ = ["FIGURES", "run"]
@@ -35,7 +35,7 @@ FIGURES: dict[str, tuple[Callable, Callable]] = {
 
 
 def run(out="symattn-figures", quick: bool = True, settings: Settings | None = None, figures=None,
-        progress=None, echo: Callable[[str], object] | None = print) -> dict:
+        progress=None, echo: Callable[[str], object] | None = print, cache: bool = True) -> dict:
     """Make the figures ``figures`` (default all of :data:`FIGURES`) into ``out``; returns a summary.
 
     Each figure plans its Monte Carlo runs on one :class:`~symattn.figures.runner.Runner`, the
@@ -56,14 +56,22 @@ def run(out="symattn-figures", quick: bool = True, settings: Settings | None = N
         Progress bar of the Monte Carlo (default: for the full run or on a terminal).
     echo : callable or None
         Where the report lines go (None: silent).
+    cache : bool
+        Keep every finished Monte Carlo run in ``out/.cache`` (one ``mc-<key>.npz`` per run,
+        written atomically) and read back those already there, so that a rerun after Ctrl-C or
+        ``kill`` recomputes nothing that was finished; the numbers are the same bit for bit
+        (same seeds). False: simulate everything and write no cache.
 
     Returns
     -------
     dict
-        ``{"settings", "out", "figures", "skipped", "seconds", "monte_carlo_seconds"}``; per figure the
-        files written, the :func:`~symattn.figures.records.agreement` of theory and Monte Carlo, a
-        note and the seconds. A figure whose inputs are not installed (the real weights without the
-        ``[real]`` extra) is skipped with its reason in ``summary["skipped"]``.
+        ``{"settings", "out", "figures", "skipped", "monte_carlo", "seconds", "monte_carlo_seconds"}``;
+        per figure the files written (PNG, PDF, CSV and the CSV's ``.provenance.json``), the
+        :func:`~symattn.figures.records.agreement` of theory and Monte Carlo, a note and the seconds.
+        ``monte_carlo``: ``{"runs", "computed", "reused", "cache"}`` (runs simulated now, runs read
+        back from the cache, the cache folder or None). A figure whose inputs are not installed
+        (the real weights without the ``[real]`` extra) is skipped with its reason in
+        ``summary["skipped"]``. Every file is written atomically (a temporary name, then a rename).
 
     Examples
     --------
@@ -84,12 +92,19 @@ def run(out="symattn-figures", quick: bool = True, settings: Settings | None = N
             raise ParameterError("figures", nm, "a subset of " + ", ".join(FIGURES))
     out = Path(out)
     with blas_threads(s.n, "numpy"):  # small sizes: one BLAS thread for the CPU work (fits, SVDs, MC)
-        return _run(s, names, out, progress, say)
+        return _run(s, names, out, progress, say, cache)
 
 
-def _run(s: Settings, names, out: Path, progress, say) -> dict:
+def _run(s: Settings, names, out: Path, progress, say, cache: bool = True) -> dict:
+    from ..files import remove_stale_parts
+
     t0 = time.perf_counter()
-    runner = Runner(s, progress=progress)
+    out.mkdir(parents=True, exist_ok=True)
+    cache_dir = out / ".cache" if cache else None
+    for folder in (out, cache_dir):  # what a killed run (SIGKILL: no clean-up) left half written
+        if folder is not None:
+            remove_stale_parts(folder)
+    runner = Runner(s, progress=progress, cache_dir=cache_dir)
     planned, skipped = [], {}
     for nm in names:
         try:
@@ -102,11 +117,17 @@ def _run(s: Settings, names, out: Path, progress, say) -> dict:
     say(f"reproduce ({s.name}): {len(runner.jobs)} Monte Carlo runs, {draws} draws -> {out}")
     runner.run()
     t_mc = time.perf_counter() - t0
-    summary = {"settings": s.name, "out": str(out), "figures": {}, "skipped": skipped}
+    mc = {"runs": len(runner.jobs), "computed": runner.computed, "reused": runner.reused,
+          "cache": None if cache_dir is None else str(cache_dir)}
+    if cache_dir is not None:
+        say(f"Monte Carlo: {runner.computed} runs computed, {runner.reused} reused from {cache_dir}")
+    summary = {"settings": s.name, "out": str(out), "figures": {}, "skipped": skipped, "monte_carlo": mc}
     for nm in planned:
         t1 = time.perf_counter()
         results = FIGURES[nm][1](s, runner, out)
         for res in results if isinstance(results, list) else [results]:
+            for f in [f for f in res.files if str(f).endswith(".csv")]:
+                res.files.append(str(write_provenance(f, _csv_provenance(s, res.name, mc))))
             agr = agreement(res.records.rows)
             summary["figures"][res.name] = {"files": res.files, "agreement": agr, "note": res.note}
             say(f"  {res.name}: {', '.join(Path(f).name for f in res.files)}")
@@ -125,3 +146,13 @@ def _run(s: Settings, names, out: Path, progress, say) -> dict:
     summary["monte_carlo_seconds"] = t_mc
     say(f"done in {summary['seconds']:.1f} s")
     return summary
+
+
+def _csv_provenance(s: Settings, figure: str, mc: dict) -> dict:
+    """The provenance object of a figure's CSV: the figure, every setting, the seed and backend."""
+    from dataclasses import asdict
+
+    from ..provenance import provenance
+
+    return provenance({"figure": figure, "settings": asdict(s), "monte_carlo": mc}, seed=s.seed, backend=s.backend,
+                      dtype="float64")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -21,7 +22,8 @@ from ..montecarlo import blas_threads
 from .records import STRONG_SIGNAL_T
 
 __all__ = ["Settings", "QUICK", "FULL", "Job", "Runner", "synthetic_gammas", "mc_at", "theory",
-           "finite_p_theory", "strength", "model_of"]
+           "finite_p_theory", "strength", "model_of", "CACHE_FORMAT", "job_description", "job_key", "cache_file",
+           "store_cached", "load_cached"]
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,14 @@ class Runner:
     True
     """
 
-    def __init__(self, settings: Settings, progress=None):
+    def __init__(self, settings: Settings, progress=None, cache_dir=None):
         self.settings = settings
         self.progress = progress
         self.jobs: dict = {}
         self.context: dict = {}  # data a figure's plan hands to its make (e.g. the loaded weights)
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.computed = 0  # jobs simulated by run()
+        self.reused = 0    # jobs read back from the cache
 
     def add(self, key, job: Job):
         """Plan ``job`` under ``key`` unless a job with that key is planned already; returns ``key``."""
@@ -140,13 +145,33 @@ class Runner:
         return key
 
     def run(self, echo=None):
-        """Simulate every planned job that has no result yet (one BLAS thread at small n)."""
+        """Simulate every planned job that has no result yet (one BLAS thread at small n).
+
+        First every job's memory is checked (:func:`symattn.montecarlo.check_memory`), before any
+        work. With a ``cache_dir``, a job whose result is cached there (:func:`job_key`) is read
+        back instead of simulated, and every job simulated is cached as soon as it is done: a run
+        interrupted by Ctrl-C or ``kill`` loses at most the job in progress. Counts go to
+        :attr:`computed` and :attr:`reused`.
+        """
         from tqdm.auto import tqdm
 
-        from ..montecarlo import simulate
+        from ..model import dimension
+        from ..montecarlo import check_memory, simulate
 
         s = self.settings
         todo = [j for j in self.jobs.values() if j.result is None]
+        for job in todo:
+            p = dimension(job.n, job.c)
+            check_memory(job.n, p, "n" if p <= job.n else "c", job.n if p <= job.n else job.c, backend=s.backend,
+                         device=s.device, models=job.models, W=job.W is not None, mu=job.mu is not None
+                         or (job.geometry is not None and job.geometry.snr > 0), gammas=len(job.gammas))
+        if self.cache_dir is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            keys = {id(job): job_key(job, s) for job in todo}
+            for job in todo:
+                job.result = load_cached(self.cache_dir, keys[id(job)])
+            self.reused += sum(job.result is not None for job in todo)
+            todo = [j for j in todo if j.result is None]
         total = sum(j.draws for j in todo)
         show = self.progress
         if show is None:
@@ -159,14 +184,132 @@ class Runner:
             for job in todo:
                 kw = dict(geometry=job.geometry) if job.W is None and job.mu is None else dict(W=job.W, mu=job.mu)
                 with blas_threads(job.n, s.backend):
-                    job.result = simulate(job.f, n=job.n, c=job.c, gamma=job.gammas, draws=job.draws,
-                                          seed=s.seed, backend=s.backend, device=s.device, diagonal=job.diagonal,
-                                          progress=False, models=job.models, **kw)
+                    result = simulate(job.f, n=job.n, c=job.c, gamma=job.gammas, draws=job.draws,
+                                      seed=s.seed, backend=s.backend, device=s.device, diagonal=job.diagonal,
+                                      progress=False, models=job.models, **kw)
+                if self.cache_dir is not None and keys[id(job)] is not None:
+                    store_cached(self.cache_dir, keys[id(job)], result)
+                job.result = result
+                self.computed += 1
                 bar.update(job.draws)
 
     def result(self, key):
         """The :class:`~symattn.montecarlo.SimulationResult` of the job ``key`` (after :meth:`run`)."""
         return self.jobs[key].result
+
+
+# ============================================================================ the cache of finished jobs
+#: Version of the cache files (a change makes every older cached job a miss).
+CACHE_FORMAT = 1
+
+_RESULT_ARRAYS = ("gamma", "attention", "linear", "attention_trace", "linear_trace")
+_RESULT_META = ("n", "p", "c", "draws", "seed", "backend", "device", "dtype", "diagonal", "activation", "seconds")
+
+
+def job_description(job: Job, s: Settings) -> dict | None:
+    """Everything a job's result depends on (JSON-ready); None for an activation without an exact
+    identity (a plain callable), which is never cached.
+
+    The activation is identified by its SymPy expression (``srepr``: exact, including the folded
+    α of the real-weights jobs), the weights by the SHA-256 of their bytes; the seed, backend,
+    device, the symattn version and :data:`CACHE_FORMAT` are part of it.
+
+    Examples
+    --------
+    >>> from dataclasses import replace
+    >>> job = Job(f="tanh", n=40, c=1.0, gammas=(0.1,), draws=2)
+    >>> d = job_description(job, QUICK)
+    >>> d["activation"]["expr"], d["seed"], d["gammas"]
+    ("tanh(Symbol('x', real=True))", 0, [0.1])
+    >>> job_description(job, replace(QUICK, seed=1))["seed"]
+    1
+    """
+    import sympy
+
+    from .. import __version__
+    from ..activations.activation import activation
+    from ..model import as_geometry
+    from ..provenance import array_digest
+
+    f = activation(job.f)
+    if getattr(f, "expr", None) is None:
+        return None
+    geo = None if job.W is not None or job.mu is not None else as_geometry(job.geometry)
+    return {"format": CACHE_FORMAT, "symattn": __version__,
+            "activation": {"name": str(f.name), "expr": sympy.srepr(f.expr)},
+            "n": int(job.n), "c": float(job.c), "gammas": [float(g) for g in job.gammas], "draws": int(job.draws),
+            "geometry": None if geo is None else {"gram": geo.gram.tolist(), "rank": int(geo.rank)},
+            "W": array_digest(job.W), "mu": array_digest(job.mu), "diagonal": job.diagonal, "models": list(job.models),
+            "seed": int(s.seed), "backend": s.backend, "device": s.device, "dtype": "float64", "method": "auto"}
+
+
+def job_key(job: Job, s: Settings) -> str | None:
+    """The cache key of a job: the SHA-256 of its :func:`job_description` (None: not cacheable).
+
+    Examples
+    --------
+    >>> a = job_key(Job(f="tanh", n=40, c=1.0, gammas=(0.1,), draws=2), QUICK)
+    >>> a == job_key(Job(f="tanh", n=40, c=1.0, gammas=(0.1,), draws=2), QUICK), len(a)
+    (True, 64)
+    >>> a == job_key(Job(f="tanh", n=40, c=1.0, gammas=(0.1,), draws=3), QUICK)
+    False
+    """
+    import hashlib
+    import json
+
+    d = job_description(job, s)
+    if d is None:
+        return None
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def cache_file(cache_dir, key: str) -> Path:
+    """``<cache_dir>/mc-<key>.npz``."""
+    return Path(cache_dir) / f"mc-{key}.npz"
+
+
+def store_cached(cache_dir, key: str, result) -> Path:
+    """Write a :class:`~symattn.montecarlo.SimulationResult` to the cache, atomically (its per-draw
+    arrays bit for bit, its scalars and provenance as JSON)."""
+    import json
+
+    from ..files import atomic_path
+    from ..formatting import jsonable
+
+    arrays = {k: np.asarray(getattr(result, k)) for k in _RESULT_ARRAYS if getattr(result, k) is not None}
+    meta = {k: getattr(result, k) for k in _RESULT_META}
+    meta["provenance"] = result.provenance
+    meta["key"] = key
+    arrays["meta"] = np.array(json.dumps(jsonable(meta)))
+    path = cache_file(cache_dir, key)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    return path
+
+
+def load_cached(cache_dir, key: str | None):
+    """The cached :class:`~symattn.montecarlo.SimulationResult` of ``key``, or None (absent,
+    unreadable, or written for another key)."""
+    import json
+
+    from ..montecarlo import SimulationResult
+
+    if key is None:
+        return None
+    path = cache_file(cache_dir, key)
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            arrays = {k: np.array(z[k]) for k in _RESULT_ARRAYS if k in z.files}
+    except Exception:  # a damaged or foreign file: simulate again (and overwrite it)
+        return None
+    if meta.get("key") != key:
+        return None
+    kw = {k: meta[k] for k in _RESULT_META}
+    kw["seconds"] = float("nan") if kw["seconds"] is None else kw["seconds"]
+    return SimulationResult(**arrays, **kw, provenance=meta.get("provenance"))
 
 
 def synthetic_gammas(s: Settings) -> tuple:

@@ -108,12 +108,18 @@ def style_error_axes(ax, title: str | None = None, ylabel: str = r"training MSE 
 
 def save_figure(fig, path, dpi: int = 150, formats: Sequence[str] | None = None) -> Path:
     """Save ``fig`` to ``path`` (parent folders are created); with ``formats`` (e.g. ('png', 'pdf'))
-    save once per format with that suffix. Returns the path of the first file written."""
+    save once per format with that suffix. Returns the path of the first file written.
+
+    Each file is written to a temporary name with an explicit format and renamed
+    (:func:`symattn.files.atomic_path`): an interrupted save leaves no truncated PNG or PDF."""
+    from ..files import atomic_path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     paths = [path] if not formats else [path.with_suffix("." + f.lstrip(".")) for f in formats]
     for pth in paths:
-        fig.savefig(pth, dpi=dpi)
+        with atomic_path(pth) as tmp:
+            fig.savefig(tmp, dpi=dpi, format=pth.suffix.lstrip(".").lower() or "png")
     return paths[0]
 
 

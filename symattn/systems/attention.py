@@ -130,6 +130,25 @@ def attention_system(rank: int = 1) -> SymbolicSystem:
     ``gram`` (𝔊 symbols), ``Lambda``, ``C``, ``C_hat``, ``Gamma``, and ``C_hat_generic``: Ĉ for a
     generic coefficient matrix 𝒜 in place of a1 Λ (``coefficients``), which is what the numeric
     backends compile, so that corrected kernels (e.g. finite-p) can supply their own 𝒜.
+    The system is that of docs/theory.md §6.
+
+    Parameters
+    ----------
+    rank : int
+        The rank r of the weights W = I + Σ_k w_K^{(k)} w_Q^{(k)ᵀ} (docs/theory.md §6.7).
+
+    Returns
+    -------
+    SymbolicSystem
+        The bulk unknowns (e1, e2, e3) and the attention output.
+
+    Examples
+    --------
+    >>> a = attention_system()
+    >>> a.unknowns, len(a.traces), a.C.shape
+    ((e_1, e_2, e_3), 9, (5, 5))
+    >>> attention_system(rank=2).C.shape
+    (7, 7)
     """
     bulk = bulk_system()
     G = gram_symbols(rank)

@@ -42,6 +42,42 @@ RESOLVENT_KERNELS = {
 }
 
 
+#: the regular form (docs/theory.md §5.2 in the unknowns P = (γ + s² e2) e1, e2, e3): with
+#: w = γ + s² e2, Δ = w + λ(s² P + β²) is the same Δ, and every integrand is O(1) as γ → 0
+#: (for c < 1, e1 ~ (1 − c)/γ and e2 ~ γ, while P, e2/γ stay finite; for c > 1, e1 ~ 1/√γ,
+#: w ~ √γ). Derivatives along the solution in (P, e2, e3) have no 1/γ cancellation, which
+#: those in (e1, e2, e3) have: in dΔ/dγ the terms (1 + s² ė2)(1 + s² e1 λ) and w s² ė1 λ are
+#: each O(1/γ) and cancel to O(1).
+P_unknown = sp.Symbol("P", real=True)
+w_sum = sp.Symbol("w", positive=True)
+REGULAR_UNKNOWNS = (P_unknown, e2, e3)
+REGULAR_INTERMEDIATES = ((w_sum, gamma + s2 * e2), (beta, BETA), (Delta, w_sum + lam * (s2 * P_unknown + beta**2)))
+#: P = ∫ (1 − λβ²/Δ) dμ_S (i.e. w·e1 = ∫ (w + s² λ P)/Δ), e2 = ∫ λ w/Δ, e3 = ∫ λ β/Δ: the atom
+#: at λ = 0 contributes exactly (1 − c)_+ to P and nothing to the derivatives
+REGULAR_INTEGRANDS = (1 - lam * beta**2 / Delta, lam * w_sum / Delta, lam * beta / Delta)
+#: q, k, r in the regular form (q = (1 − λβ²/Δ)/w, r = (s² P + β²)/(cΔ))
+REGULAR_KERNELS = {
+    "Q": (1 - lam * beta**2 / Delta) / w_sum,
+    "QK": beta / (sp.sqrt(c) * Delta),
+    "KQK": (s2 * P_unknown + beta**2) / (c * Delta),
+}
+#: the centred traces the Gram matrix Γ needs (docs/theory.md §6.5), without cancellation:
+#: since cλr − 1 = −w/Δ,
+#:   T_KQK^(1) − 1 = −[(c − 1)_+ + ∫_cont w/Δ dμ_S]/c   (∫_cont: the continuous part of μ_S),
+#:   T_KQK^(2) − 1/c = −e2/c,   T_KQK^(3) − (1 + 1/c)/c = −(w/c) ∫ λ²/Δ dμ_S;
+#: the integrands of the two integrals:
+CENTRED_INTEGRANDS = (-w_sum / (c * Delta), -w_sum * lam**2 / (c * Delta))
+
+
+def regular_total_derivative(expr: sp.Expr, x: sp.Symbol) -> sp.Expr:
+    """d expr/dx through w, β and Δ of the regular form (keeps them as symbols)."""
+    inner = {}
+    for sym, definition in REGULAR_INTERMEDIATES:
+        inner[sym] = sp.diff(definition, x) + sum((sp.diff(definition, s) * ds for s, ds in inner.items()),
+                                                  sp.Integer(0))
+    return sp.diff(expr, x) + sum((sp.diff(expr, s) * ds for s, ds in inner.items()), sp.Integer(0))
+
+
 def expand_intermediates(expr: sp.Expr) -> sp.Expr:
     """Replace the symbols β, Δ by their definitions (in terms of λ, e, c, γ, a1, s², d)."""
     for sym, value in reversed(INTERMEDIATES):
@@ -58,7 +94,21 @@ def total_derivative(expr: sp.Expr, x: sp.Symbol) -> sp.Expr:
 
 @lru_cache(maxsize=None)
 def bulk_system() -> SymbolicSystem:
-    """The bulk fixed point as a SymbolicSystem; ``integrands`` are the g_i with e_i = ∫ g_i dμ_S."""
+    """The bulk fixed point as a SymbolicSystem; ``integrands`` are the g_i with e_i = ∫ g_i dμ_S.
+
+    The three equations of docs/theory.md §5.2, integrals over the Marchenko–Pastur law μ_S.
+
+    Returns
+    -------
+    SymbolicSystem
+        Unknowns (e1, e2, e3), parameters (c, γ) and the kernel constants, three equations.
+
+    Examples
+    --------
+    >>> b = bulk_system()
+    >>> b.unknowns, len(b.equations)
+    ((e_1, e_2, e_3), 3)
+    """
     integrands = (
         (1 + s2 * e1 * lam) / Delta,
         lam * (gamma + s2 * e2) / Delta,
@@ -82,4 +132,4 @@ def proposition1_integrand(kind: str, phi: sp.Expr) -> sp.Expr:
 
     ``kind`` is 'Q', 'QK' or 'KQK'; ``phi`` a SymPy expression in ``lam`` (a polynomial).
     """
-    return sp.sympify(phi) * RESOLVENT_KERNELS[kind]
+    return sp.sympify(phi, strict=True) * RESOLVENT_KERNELS[kind]  # never a string

@@ -66,7 +66,22 @@ def stable_error() -> sp.Expr:
 
 @lru_cache(maxsize=None)
 def linear_system() -> SymbolicSystem:
-    """The linear-regression system (Proposition 2 of the paper), with F_LR and E_LR in closed form."""
+    """The linear-regression system (Proposition 2 of the paper), with F_LR and E_LR in closed form.
+
+    m̃ is the positive root of c γ m̃² + (1 − c + γ) m̃ − 1 = 0 (the Marchenko–Pastur Stieltjes
+    transform at −γ), m = c m̃ + (1 − c)/γ and F_LR = m/(1 + γ ‖μ‖² m m̃) (docs/theory.md §3).
+
+    Returns
+    -------
+    SymbolicSystem
+        One unknown (m̃), parameters (c, γ, ‖μ‖²), with ``closed_form`` holding m̃, m, F and E.
+
+    Examples
+    --------
+    >>> s = linear_system()
+    >>> s.name, s.unknowns, s.parameters
+    ('linear', (mtilde,), (c, gamma, m_2))
+    """
     mt = stieltjes_mp()
     m = c * mt + (1 - c) / gamma
     F = m / (1 + gamma * m2 * m * mt)

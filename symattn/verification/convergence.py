@@ -131,25 +131,52 @@ def fit_slope(n, y, se=None) -> tuple[float, float]:
 
 
 def read_csv(path: Path) -> list[dict]:
+    """The rows of a convergence.csv ([] when there is none); a malformed file is a ParameterError
+    naming the file, the line and the column, not a traceback."""
     if not Path(path).exists():
         return []
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    try:
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (csv.Error, UnicodeDecodeError) as exc:
+        from symattn.errors import ParameterError
+
+        raise ParameterError("csv", str(path), "a convergence.csv written by symattn verify --convergence",
+                             hint=f"it cannot be read ({exc})") from None
     out = []
-    for r in rows:
+    for line, r in enumerate(rows, 2):
         d = dict(r)
-        for k in FIELDS:
-            if k == "setting":
-                continue
-            d[k] = float(d[k]) if d.get(k) not in (None, "") else float("nan")
-        d["n"], d["p"], d["draws"] = int(d["n"]), int(d["p"]), int(d["draws"])
+        key = None
+        try:
+            for key in FIELDS:
+                if key == "setting":
+                    if not d.get(key):
+                        raise ValueError("empty")
+                    continue
+                d[key] = float(d[key]) if d.get(key) not in (None, "") else float("nan")
+            for key in ("n", "p", "draws"):
+                d[key] = int(d[key])
+        except (KeyError, ValueError, TypeError, OverflowError):
+            from symattn.errors import ParameterError
+
+            raise ParameterError("csv", str(path), "a convergence.csv written by symattn verify --convergence",
+                                 hint=f"line {line}, column {key!r}: {d.get(key)!r} is not a valid value "
+                                      f"(expected columns: {', '.join(FIELDS)})") from None
         out.append(d)
     return out
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict], provenance: dict | None = None) -> None:
+    """Write the rows (sorted by setting and n) atomically (:func:`symattn.files.atomic_path`); with
+    ``provenance``, its object goes to ``<path>.provenance.json`` beside it."""
+    from ..files import atomic_path
+    from ..provenance import write_provenance
+
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
+    if provenance is not None:
+        write_provenance(path, provenance)
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=FIELDS)
         w.writeheader()
         for r in sorted(rows, key=lambda r: (r["setting"], r["n"])):
@@ -210,9 +237,15 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    from ..files import atomic_path
+
+    try:
+        with atomic_path(path) as tmp:  # no truncated PNG when interrupted
+            fig.savefig(tmp, dpi=130, format=path.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
 
 
 def replot(out_dir) -> dict:
@@ -228,6 +261,30 @@ def replot(out_dir) -> dict:
             "summary": summarize(rows)}
 
 
+#: the token counts the study accepts (p = round(c n) must hold the geometry; n = 10^5 is already huge)
+N_RANGE = (50, 100_000)
+
+
+def check_arguments(settings=None, ns=NS, draws_scale: float = 1.0, seed: int = 0):
+    """Validate the arguments of :func:`run` before any simulation: ParameterError naming the first bad one.
+
+    Returns ``(names, ns, draws_scale, seed)``: the setting names, the token counts as ints, the
+    scale (0 < s <= 1000) and the seed (an integer >= 0).
+    """
+    from symattn.errors import ParameterError
+    from symattn.validation import check_int, check_positive
+
+    names = list(settings or SETTINGS)
+    unknown = [s for s in names if s not in SETTINGS]
+    if unknown:
+        raise ParameterError("settings", unknown, "names among " + ", ".join(SETTINGS))
+    if isinstance(ns, (str, bytes)) or not hasattr(ns, "__iter__") or not list(ns):
+        raise ParameterError("ns", ns, "one or more token counts")
+    ns = tuple(check_int("ns", n, *N_RANGE) for n in ns)
+    draws_scale = float(check_positive("draws-scale", draws_scale, upper=1000))
+    return names, ns, draws_scale, check_int("seed", seed, 0)
+
+
 def run(out_dir, settings=None, ns=NS, draws_scale: float = 1.0, seed: int = 0, progress=None,
         finite_p: bool = True) -> dict:
     """Run the study for ``settings`` (names; default all), merge with existing rows, write CSV + PNG.
@@ -236,22 +293,22 @@ def run(out_dir, settings=None, ns=NS, draws_scale: float = 1.0, seed: int = 0, 
     """
     from ..montecarlo import blas_threads
 
+    names, ns, draws_scale, seed = check_arguments(settings, ns, draws_scale, seed)
     out_dir = Path(out_dir)
     csv_path, png_path = out_dir / "convergence.csv", out_dir / "convergence.png"
-    names = list(settings or SETTINGS)
-    unknown = [s for s in names if s not in SETTINGS]
-    if unknown:
-        from symattn.errors import ParameterError
-
-        raise ParameterError("settings", unknown, "names among " + ", ".join(SETTINGS))
     rows = [r for r in read_csv(csv_path) if not (r["setting"] in names and r["n"] in ns)]
+    from ..provenance import provenance
+
+    prov = provenance({"study": "convergence", "settings": names, "ns": list(ns), "draws_scale": draws_scale,
+                       "finite_p": bool(finite_p), "rows_kept_from_earlier_runs": len(rows)},
+                      seed=seed, backend="numpy", dtype="float64")
     with blas_threads(0):  # small matrices on shared cores: one BLAS thread
         for name in names:
             s = SETTINGS[name]
             for n in ns:
                 row = run_point(s, n, s.draws(n, draws_scale), seed=seed, finite_p=finite_p)
                 rows.append(row)
-                write_csv(csv_path, rows)
+                write_csv(csv_path, rows, provenance=prov)
                 if progress is not None:
                     progress(row)
     plot(rows, png_path)

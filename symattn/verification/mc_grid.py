@@ -255,6 +255,18 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def _write_rows(path: Path, rows: list[dict]) -> None:
+    """The CSV of the grid (header :data:`CSV_FIELDS`, then ``rows``), written atomically
+    (:func:`symattn.files.atomic_path`)."""
+    from ..files import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, CSV_FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in CSV_FIELDS})
+
+
 def _cell_from_row(r: dict) -> Cell:
     return Cell(r["activation"], r["geometry"], float(r["c"]), float(r["gamma"]), int(r["n"]), int(r["p"]),
                 int(r["draws"]), int(r["seed"]), float(r["mc_mean"]), float(r["mc_se"]), float(r["theory"]),
@@ -291,9 +303,20 @@ def run_grid(activations=ACTIVATIONS, geometry_names=GEOMETRY_NAMES, cs=CS, *, n
                 key = (r["activation"], r["geometry"], float(r["c"]))
                 if int(r["n"]) == n and int(r["seed"]) == config_seed(seed, *key):
                     done.setdefault(key, {}).setdefault(int(r["draws"]), []).append(_cell_from_row(r))
+        # the rows of the file: those kept from an earlier run (resume), then each new one; the whole
+        # file is rewritten atomically after every configuration (never a half-written line)
+        written = _read_csv(csv_path) if resume else []
+        from ..provenance import provenance, write_provenance
+
+        prov = provenance({"study": "mc_grid", "activations": list(activations), "geometries": list(geometry_names),
+                           "cs": [float(c) for c in cs], "plan": None if plan is None else [list(q) for q in plan],
+                           "n": n, "draws": draws, "confirm_draws": confirm_draws, "gammas": [float(g) for g in gammas],
+                           "tol_se": tol_se, "tol_rel": tol_rel, "device": device, "resume": bool(resume),
+                           "rows_kept_from_earlier_runs": len(written)}, seed=seed, backend=backend, dtype="float64")
+        if simulate:
+            write_provenance(csv_path, prov)
         if simulate and (not resume or not csv_path.exists()):
-            with csv_path.open("w", newline="") as fh:
-                csv.DictWriter(fh, CSV_FIELDS).writeheader()
+            _write_rows(csv_path, written)
     if plan is None:
         plan = [(a, g) for a in activations for g in geometry_names]
     configs = [(a, g, float(c)) for a, g in plan for c in cs]
@@ -307,10 +330,8 @@ def run_grid(activations=ACTIVATIONS, geometry_names=GEOMETRY_NAMES, cs=CS, *, n
         new = run_config(*key, n=n, draws=nd, seed=seed, gammas=gammas, tol_se=tol_se, tol_rel=tol_rel,
                          backend=backend, device=device)
         if csv_path is not None:
-            with csv_path.open("a", newline="") as fh:
-                w = csv.DictWriter(fh, CSV_FIELDS)
-                for cl in new:
-                    w.writerow(cl.row())
+            written.extend(cl.row() for cl in new)
+            _write_rows(csv_path, written)
         if log is not None:
             worst = max(new, key=lambda cl: abs(cl.gap) / max(cl.tolerance, 1e-300))
             print(f"[{k}/{len(configs)}{'' if stage == 1 else ' confirm'}] {key[0]:5s} {key[1]:8s} c={key[2]:g} "
@@ -460,7 +481,10 @@ def markdown(cells: list[Cell], *, meta: dict) -> str:
 
 
 def write_report(path, text: str, title: str = "# Validation: theory vs Monte Carlo") -> None:
-    """Write ``text`` between the generated-section markers of ``path`` (kept text outside them)."""
+    """Write ``text`` between the generated-section markers of ``path`` (kept text outside them),
+    atomically (:func:`symattn.files.write_text`)."""
+    from ..files import write_text
+
     path = Path(path)
     block = f"{MARK_BEGIN}\n{text}{MARK_END}\n"
     if path.exists():
@@ -468,7 +492,7 @@ def write_report(path, text: str, title: str = "# Validation: theory vs Monte Ca
         if MARK_BEGIN in old and MARK_END in old:
             head, rest = old.split(MARK_BEGIN, 1)
             tail = rest.split(MARK_END, 1)[1].lstrip("\n")
-            path.write_text(head + block + tail)
+            write_text(path, head + block + tail)
             return
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{title}\n\n{block}")
+    write_text(path, f"{title}\n\n{block}")

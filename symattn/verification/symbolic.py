@@ -147,7 +147,7 @@ def to_series(expr, env: dict, N: int, kind=Laurent) -> Laurent:
 
     Symbols not in ``env`` are constants; only +, ×, integer powers of series are allowed.
     """
-    expr = sp.sympify(expr)
+    expr = sp.sympify(expr, strict=True)  # never a string
     if expr in env:
         return env[expr]
     if not (expr.free_symbols & set(env)):
