@@ -244,7 +244,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
                                                          point_info=info)}
 
                 found = {}
-                vals = _isolated(run, cb.size, errors, found, cb, gb, info)
+                vals = _isolated(run, cb.size, errors, found)
                 out.attention = vals.get("E", np.full(cb.size, np.nan))
                 precision = None
             else:
@@ -257,9 +257,11 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
                 precision = out.precision
             _check_values(ctx, out.attention, precision, cb, gb, dict(info, model="attention"), found, failures, warned)
     _report(failures, warned, errors, out)
-    for name in ("attention", "linear", "F_attention", "F_linear", "residuals", "precision"):
+    for name in ("attention", "linear", "F_attention", "F_linear", "residuals"):
         if getattr(out, name) is not None:
             setattr(out, name, _finish(ctx, getattr(out, name), shape))
+    if out.precision is not None:
+        out.precision = np.asarray(out.precision, dtype=float).reshape(shape)
     if out.bulk is not None:
         out.bulk = np.asarray(out.bulk).reshape(shape + (3,))
     return out
@@ -355,14 +357,12 @@ def _report(failures, warned, errors, out):
                                        f"{shown}", warned), stacklevel=3)
 
 
-def _point(c, gamma, info=None, **more):
-    out = {"c": float(c), "gamma": float(gamma)}
-    out.update(info or {})
-    out.update(more)
-    return out
+def _point(c, gamma, info=None):
+    """The description of one point: c, gamma and ``info`` (activation, diagonal, model, ...)."""
+    return {"c": float(c), "gamma": float(gamma), **(info or {})}
 
 
-def _isolated(run, P, errors, failures, cb, gb, info):
+def _isolated(run, P, errors, failures):
     """``run(idx)`` (a dict of arrays over the points idx) over all P points; with errors='nan' a
     ConvergenceError splits the points in halves until the failing ones are isolated, which get
     NaN and an entry in ``failures`` (index → (reason, error)). Returns the dict of (P,) arrays."""
@@ -460,7 +460,7 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
         est = solver.precision_estimate(ctx, sol, gram, geom.rank, E)
         return {"E": E, "F": F, "e": sol.e, "residual": np.asarray(sol.residual, float), "precision": est}
 
-    vals = _isolated(run, cs.size, errors, failures, cs, gs, info)
+    vals = _isolated(run, cs.size, errors, failures)
     dtype = object if ctx.name == "mpmath" else float
     for key, shape in (("E", ()), ("F", ()), ("e", (3,)), ("residual", ()), ("precision", ())):
         if key not in vals:  # every point failed

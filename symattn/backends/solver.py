@@ -18,7 +18,8 @@ evaluated on twice the nodes is below the context's tolerance (docs/theory.md §
 Traces and their γ-derivatives (:func:`regular_traces`): by implicit differentiation in the
 regular unknowns x = (P, e2, e3), P = (γ + s² e2) e1, (I − ∫∂g̃/∂x) ẋ = ∫∂g̃/∂γ, then
 Ṫ = ∫ (∂/∂γ + ẋ·∂/∂x)(λ^j K) dμ_S, with the centred traces T_KQK^(j) − m_{j−1}/c as integrals of
-their own: no O(1/γ) or O(1/c) terms cancel. Woodbury (docs/theory.md §6.6), with
+their own: no O(1/γ) or O(1/c) terms cancel (where P ≪ 1, e1 bounded, the (e1, e2, e3) form is the
+cancellation-free one and is used instead). Woodbury (docs/theory.md §6.6), with
 v = (I + ĈΓ)^{-1} e_0 (exact rational arithmetic where I + ĈΓ is ill-conditioned):
 
   F = (Γ v)_0,   F'(γ) = vᵀ Γ̇ v,   E_A = −γ² F'(γ)
@@ -44,6 +45,7 @@ NONMONOTONE = 1e4          # a Newton step may raise the merit function at most 
 FIXED_POINT_MAX_ITER = 20000
 CONTINUATION_START = 1e-2  # continuation in γ starts at this multiple of a1² + s² + d²
 CONTINUATION_MAX_STEPS = 200
+REGULAR_MIN_P = 1e-2      # regular_traces: below this P = (γ + s² e2) e1 the (e1, e2, e3) form is used
 QUADRATURE_ACCEPT = 1e3   # at the node budget, a residual on twice the nodes up to this × quad_tol is accepted
 PRECISION_DRAWS = 2       # perturbation draws of precision_estimate
 WOODBURY_COND = 1e-6       # float64 Woodbury solves with cond·eps above this are done in exact arithmetic
@@ -516,7 +518,10 @@ def regular_traces(ctx, sol: BulkSolution, bump=None):
 
     are integrals of one-signed integrands. The same values as :func:`traces`, without its loss of
     precision at small γ, where (e1, e2) ~ (1/γ, γ) for c < 1 and every derivative in the
-    (e1, e2, e3) form is a difference of O(1/γ) terms, and at small c (U ≪ T).
+    (e1, e2, e3) form is a difference of O(1/γ) terms, and at small c (U ≪ T). Where P is small
+    (P < :data:`REGULAR_MIN_P`: e1 stays bounded while w → 0, e.g. c > 1 with d ≠ 0 at small γ)
+    it is the other way round, ė1 = (Ṗ − e1 ẇ)/w cancels, and T, Ṫ are taken in the (e1, e2, e3)
+    form (the centred traces still from their integrals).
 
     Parameters
     ----------
@@ -559,6 +564,20 @@ def regular_traces(ctx, sol: BulkSolution, bump=None):
         K, centred, K_dot = vals[:3], vals[3:5], vals[5:8]
         T[idx] = integrate_many([K[i] * lam**j if j else K[i] for i, j in TRACE_MOMENTS], w)
         T_dot[idx] = integrate_many([K_dot[i] * lam**j if j else K_dot[i] for i, j in TRACE_MOMENTS], w)
+        small = np.nonzero(ctx.to_float(P_[:, 0]) < REGULAR_MIN_P)[0]
+        if small.size:  # e1 bounded (P ≪ 1): the (e1, e2, e3) form is the cancellation-free one
+            sub = tuple(v[small] for v in (rc, g, a1, s2, d))
+            e_args = _args(lam[small], e[small], sub)
+            JI = integrate_many(_kernel(ctx, "bulk-newton")(*e_args)[3:12], w[small]).reshape(-1, 3, 3)
+            e_dot = ctx.solve(eye - JI, integrate_many(_kernel(ctx, "bulk-sensitivity")(*e_args), w[small]))
+            if bump is not None:
+                e_dot = bump(e_dot)
+            more = (e_dot[:, 0:1], e_dot[:, 1:2], e_dot[:, 2:3])
+            kern = _kernel(ctx, "resolvent-kernels")(*e_args, *more)
+            T[idx[small]] = integrate_many([kern[i] * lam[small]**j if j else kern[i] for i, j in TRACE_MOMENTS],
+                                           w[small])
+            T_dot[idx[small]] = integrate_many([kern[3 + i] * lam[small]**j if j else kern[3 + i]
+                                                for i, j in TRACE_MOMENTS], w[small])
         c = rc[:, 0] ** 2
         above = np.where(ctx.to_float(c) > 1, c - 1, 0 * c)
         U[idx, 0] = integrate_many([centred[0]], sol.continuous_weights(k))[:, 0] - above / c
@@ -933,6 +952,8 @@ def precision_estimate(ctx, sol: BulkSolution, gram, rank: int, E, coefficients=
     kappa = np.zeros(E0.shape)
 
     def bump(x):
+        if x is None:
+            return None
         return x * (1 + ctx.convert(delta) * ctx.convert(rng.uniform(-1, 1, np.shape(x))))
 
     for _ in range(draws):

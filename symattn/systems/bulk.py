@@ -52,12 +52,14 @@ P_unknown = sp.Symbol("P", real=True)
 w_sum = sp.Symbol("w", positive=True)
 REGULAR_UNKNOWNS = (P_unknown, e2, e3)
 REGULAR_INTERMEDIATES = ((w_sum, gamma + s2 * e2), (beta, BETA), (Delta, w_sum + lam * (s2 * P_unknown + beta**2)))
-#: P = ∫ (1 − λβ²/Δ) dμ_S (i.e. w·e1 = ∫ (w + s² λ P)/Δ), e2 = ∫ λ w/Δ, e3 = ∫ λ β/Δ: the atom
-#: at λ = 0 contributes exactly (1 − c)_+ to P and nothing to the derivatives
+#: P = ∫ (1 − λβ²/Δ) dμ_S (i.e. w·e1 = ∫ (w + s² λ P)/Δ), e2 = ∫ λ w/Δ, e3 = ∫ λ β/Δ, written for
+#: their derivatives (the tangent): the atom at λ = 0 contributes exactly (1 − c)_+ to P and
+#: nothing to the derivatives
 REGULAR_INTEGRANDS = (1 - lam * beta**2 / Delta, lam * w_sum / Delta, lam * beta / Delta)
-#: q, k, r in the regular form (q = (1 − λβ²/Δ)/w, r = (s² P + β²)/(cΔ))
+#: q, k, r in the regular form (q = 1/Δ + s² λ P/(wΔ), r = (s² P + β²)/(cΔ)): sums of one-signed
+#: terms (the form (1 − λβ²/Δ)/w of q would cancel where λβ² ≫ w, i.e. c > 1 at small γ)
 REGULAR_KERNELS = {
-    "Q": (1 - lam * beta**2 / Delta) / w_sum,
+    "Q": 1 / Delta + s2 * lam * P_unknown / (w_sum * Delta),
     "QK": beta / (sp.sqrt(c) * Delta),
     "KQK": (s2 * P_unknown + beta**2) / (c * Delta),
 }
