@@ -16,6 +16,7 @@ import argparse
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import symattn as sa
 from symattn.backends import solver
@@ -57,6 +58,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--points", type=int, default=1000)
     ap.add_argument("--skip-mc", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS threads (threadpoolctl)")
+    ap.add_argument("--mp-points", type=int, default=6, help="points of the mpmath comparison")
     args = ap.parse_args(argv)
     f = sa.activation("tanh")
     g = sa.Geometry.aligned(1.0)
@@ -70,6 +73,22 @@ def main(argv=None):
     t_a, E = timed(lambda: sa.memorization_error(f, c=cs, gamma=gams, geometry=g))
     print(f"E_LR  closed form : {npts / t_lr:12.0f} points/s ({npts} points)")
     print(f"E_A   Newton      : {npts / t_a:12.0f} points/s ({npts} points, tanh, w_K = w_Q = mu)")
+
+    # closed form (docs/theory.md §5.8) against the quadrature solver, in one run
+    with threadpool_limits(limits=args.threads):
+        t_q, Eq = timed(lambda: sa.solve(f, c=cs, gamma=gams, geometry=g, method="quadrature").E)
+        t_c, rc = timed(lambda: sa.solve(f, c=cs, gamma=gams, geometry=g))
+    print(f"E_A   closed form : {npts / t_c:12.0f} points/s ({rc.closed.mean():.0%} closed; BLAS threads {args.threads})")
+    print(f"E_A   quadrature  : {npts / t_q:12.0f} points/s;  closed/quadrature speed ratio {t_q / t_c:6.1f}x;"
+          f"  max rel. difference {np.max(np.abs(rc.E - Eq) / Eq):.1e}")
+    gm = np.logspace(-3, 1, args.mp_points)
+    with threadpool_limits(limits=args.threads):
+        sa.solve(f, c=0.5, gamma=gm[:1], geometry=g, backend="mpmath", dps=30)  # compile once
+        t_mq, _ = timed(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30,
+                                         method="quadrature"), repeat=1)
+        t_mc, _ = timed(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30), repeat=1)
+    print(f"E_A   mpmath 30 digits: closed {gm.size / t_mc:6.1f} points/s, quadrature {gm.size / t_mq:6.2f} points/s,"
+          f" ratio {t_mq / t_mc:5.1f}x ({gm.size} points, c = 0.5)")
 
     few = [(0.5, 0.01), (1.0, 0.1), (2.0, 1.0)]
     t0 = time.perf_counter()

@@ -197,7 +197,6 @@ beyond V1 where the latent fluctuation matters: exact 𝕄 (nonlinear in z_iᵀw
 the pair-dependent slope (paired Monte Carlo: keeping 𝕄 exact but the slope constant is wrong by +14 %
 for tanh; both together are exact within one se).""")
     from symattn.activations.shifted import finite_p_coefficients
-    import symattn as sa
 
     rows = []
     for name in ("tanh", "erf", "cos"):

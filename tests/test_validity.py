@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import symattn as sa
 from symattn import theory
-from symattn.backends import solver
+from symattn.backends import closed, solver
 from symattn.backends.context import FloatContext, MPContext
 from symattn.backends.kernels import KERNELS
 from symattn.errors import ConvergenceError, FailedPointsWarning, PrecisionWarning
@@ -203,6 +203,7 @@ def test_linear_activation_exact_law(backend, c, gamma):
 
 # ----------------------------------------------------------------------------- validity and errors
 def test_impossible_value_raises_with_diagnostics(monkeypatch):
+    monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     real = solver.attention_error
 
     def broken(*args, **kwargs):
@@ -220,6 +221,7 @@ def test_impossible_value_raises_with_diagnostics(monkeypatch):
 
 def test_escalation_replaces_a_bad_float_value(monkeypatch):
     """A float64 value that is impossible is solved again in mpmath: the caller sees the right one."""
+    monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     real = solver.attention_error
 
     def broken(ctx, *args, **kwargs):
@@ -235,6 +237,7 @@ def test_escalation_replaces_a_bad_float_value(monkeypatch):
 def test_errors_nan_keeps_the_other_points(monkeypatch):
     """One point that cannot be solved (a quadrature budget of 64 nodes at c = 1, γ = 1e-4) becomes
     NaN with errors='nan'; the others are kept exactly; one warning lists the failure."""
+    monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     monkeypatch.setattr(FloatContext, "max_nodes", 64)
     monkeypatch.setattr(theory, "ESCALATION_DPS", ())
     c, g = np.array([0.3, 1.0, 4.0]), np.array([1e-2, 1e-4, 1.0])
@@ -252,6 +255,7 @@ def test_errors_nan_keeps_the_other_points(monkeypatch):
 
 
 def test_errors_nan_with_both_models(monkeypatch):
+    monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     monkeypatch.setattr(FloatContext, "max_nodes", 64)
     monkeypatch.setattr(theory, "ESCALATION_DPS", ())
     with pytest.warns(FailedPointsWarning):
@@ -267,6 +271,7 @@ def test_errors_argument_checked():
 def test_precision_warning_and_failure(monkeypatch):
     """An estimate above 1e-8 that escalation cannot improve is returned with a PrecisionWarning
     naming the point; above 1e-3 it is a failure."""
+    monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     for estimate, expect in ((1e-6, "warn"), (1e-2, "fail")):
         monkeypatch.setattr(solver, "precision_estimate", lambda *a, _e=estimate, **k: np.full(np.shape(a[4]), _e))
         monkeypatch.setattr(theory, "ESCALATION_DPS", (20,))

@@ -6,7 +6,7 @@ This package is the only place that parses arguments; no library module imports 
 Modules
 -------
 common : the parser class, exit codes, shared options and output helpers (at the bottom).
-hermite, solve, simulate, demo, reproduce, codegen, verify : one module per command, each with
+hermite, solve, simulate, demo, reproduce, codegen, verify, sweep : one module per command, each with
     ``add_parser(subparsers)`` and ``run(args)``.
 __main__ : ``python -m symattn.cli``. Entry points (``__main__`` modules, the console script
     ``symattn = "symattn.cli:main"``) are command lines too: they may import this package.
@@ -158,6 +158,7 @@ COMMANDS: dict[str, str] = {
     "reproduce": "symattn.cli.reproduce:add_parser",
     "codegen": "symattn.cli.codegen:add_parser",
     "verify": "symattn.cli.verify:add_parser",
+    "sweep": "symattn.cli.sweep:add_parser",
 }
 
 #: Entry-point group through which other distributions may add commands.

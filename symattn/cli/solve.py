@@ -49,6 +49,7 @@ EXAMPLES = [
     "symattn solve -a tanh --c 0.3 --gamma 0.03 --aligned --snr 3 --n 1000 --finite-p",
     "symattn solve -a erf --c 0.5 --gamma 1 --backend mpmath --dps 40 --model linear",
     "symattn solve -a tanh --c 0.5 1 2 --gamma 0.1 1 --snr 1 --json   # several c",
+    "symattn solve -a tanh --c 0.5 --gamma 0.01 1 --weights minilm:2 --mu top --snr 1   # real W",
 ]
 NOTES = """Exit code 3 when the solver does not converge at some point: the other points are still
     printed, and the one-line message names the failed points and the reason (residual, iterations)."""
@@ -73,6 +74,13 @@ def add_parser(subparsers):
                    help="finite-p corrected attention theory (needs --n; matters when |t| > 0.15; "
                         "not with --model linear)")
     add_diagonal_arg(p)
+    p.add_argument("--weights", default=None, metavar="FILE.npy|minilm:LAYER[:HEAD]",
+                   help="the general-W theory (docs/theory.md §12) for this exact p x p W: a .npy file, or "
+                        "all-MiniLM-L6-v2's W_K^T W_Q of a layer (0-5) or one head (0-11), unit-scaled; "
+                        "n = round(p/c); only --snr of the geometry flags (with --mu top)")
+    p.add_argument("--mu", default=None, metavar="zero|top|FILE.npy",
+                   help="with --weights: mu = 0 (default), sqrt(snr) x the top eigenvector of (W+W^T)/2 "
+                        "(top; --snr, default 1), or a length-p vector from a .npy file")
     return finish_command(p, run)
 
 
@@ -222,6 +230,14 @@ def _failure_message(failed: list, total: int) -> str:
 def run(args) -> int:
     from ..errors import ConvergenceError, FiniteSizeWarning
 
+    if getattr(args, "weights", None) is not None:
+        from .general_w import run_weights
+
+        return run_weights(args)
+    if getattr(args, "mu", None) is not None:
+        from ..errors import ParameterError
+
+        raise ParameterError("mu", args.mu, "unset without --weights (use --snr and the geometry flags)")
     geometry = geometry_from_args(args)
     correction = "finite-p" if args.finite_p else None
     data = solve_data(args.activation, args.c, args.gamma, geometry, args.model, args.backend, args.dps,

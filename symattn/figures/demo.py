@@ -56,7 +56,8 @@ def run(out: str | Path | None = DEFAULT_OUT, echo: Callable[[str], object] | No
     say("")
 
     # -- 2. theory vs Monte Carlo
-    say(f"2. Memorization error E(gamma): theory (n, p -> inf) vs exact Monte Carlo at n = {n}, "
+    say(f"2. Memorization error E(gamma): theory (deterministic equivalent with the finite-p diagonal d_n "
+        f"at the same n) vs exact Monte Carlo at n = {n}, "
         f"{draws} draws")
     say(f"   geometry: w_K = w_Q = mu, ||mu||^2 = {fmt(snr)}; mean +- standard error")
     rows, panels = [], []

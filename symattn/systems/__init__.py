@@ -1,6 +1,7 @@
 """Symbolic layer: the deterministic-equivalent systems as SymPy objects (docs/theory.md §3, §5, §6)."""
 
-from .attention import TRACES, attention_system, woodbury_output
+from .attention import TRACES, woodbury_output
+from .attention import attention_system as _integral_attention_system
 from .base import SymbolicSystem
 from .bulk import bulk_system, proposition1_integrand
 from .linear import linear_system
@@ -14,3 +15,24 @@ __all__ = [
     "woodbury_output",
     "TRACES",
 ]
+
+
+def attention_system(rank: int = 1, form: str = "integral") -> SymbolicSystem:
+    r"""The attention system of docs/theory.md §6: ``form='integral'`` (the integrals over μ_S,
+    :func:`symattn.systems.attention.attention_system`) or ``form='closed'`` (no integrals:
+    :func:`symattn.systems.closed.closed_attention_system`, docs/theory.md §5.8).
+
+    Examples
+    --------
+    >>> attention_system().C.shape, attention_system(form="closed").name
+    ((5, 5), 'attention (rank 1, closed form)')
+    """
+    if form == "closed":
+        from .closed import closed_attention_system
+
+        return closed_attention_system(rank)
+    if form != "integral":
+        from ..errors import ParameterError
+
+        raise ParameterError("form", form, "'integral' or 'closed'")
+    return _integral_attention_system(rank)

@@ -27,6 +27,7 @@ CHECK_MODULES = (
     "symattn.verification.cases.gamma_small",
     "symattn.verification.cases.c_limits",
     "symattn.verification.finite_p",  # the finite-p correction's checks (docs/theory.md §10)
+    "symattn.verification.cases.variants",  # residual, multi-head, softmax (docs/theory.md §13)
 )
 
 

@@ -1,0 +1,285 @@
+"""The numbers the documentation quotes, computed at build time (issue 16).
+
+The gallery (``docs/gallery.md``) quotes agreement counts, gaps and tables. None of them is typed
+by hand: each is a MyST substitution ``{{ key }}`` whose value this module computes when Sphinx
+reads ``docs/conf.py`` (``myst_substitutions = docnumbers.substitutions()``), from
+
+- the CSV files that ``symattn reproduce --quick --out docs/figures`` wrote next to the PNGs of
+  the gallery (so the numbers and the figures come from the same run), and
+- the code itself (the theory values, the constants of the model and the activations).
+
+A key that a page uses and this module does not define is a warning, so the ``-W`` build fails
+on it. ``tests/test_docs.py`` recomputes every value independently: the theory numbers by calling
+the library, the Monte Carlo numbers from the CSVs, checked against the theory within the
+tolerance the gallery states. Regenerate the data with::
+
+    symattn reproduce --quick --out docs/figures
+
+Nothing here evaluates a string: the values are computed by named Python functions.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import lru_cache
+from pathlib import Path
+
+FIGURES = Path(__file__).resolve().parents[1] / "figures"
+THEORY_MODEL = "theory model"
+REAL_WEIGHTS = "real weights"
+TOL_SE, TOL_REL = 3.0, 0.03  # the gallery's agreement rule: |MC - theory| <= max(3 se, 3 % theory)
+
+_FLOAT = {"x", "theory", "mc_mean", "mc_sem", "c", "gamma", "snr", "theta", "t", "theory_finite_p",
+          "alpha", "spike_max", "unexplained"}
+_INT = {"n", "p", "draws", "layer", "rank"}
+
+
+def _value(key: str, text: str):
+    if text == "":
+        return None
+    if key in _FLOAT:
+        return float(text)
+    if key in _INT:
+        return int(float(text))
+    if key == "strong_signal":
+        return text.lower() == "true"
+    return text
+
+
+@lru_cache(maxsize=None)
+def rows(figure: str) -> tuple[dict, ...]:
+    """The rows of ``docs/figures/fig_<figure>.csv``, typed (floats, ints, booleans; '' -> None)."""
+    with open(FIGURES / f"fig_{figure}.csv", newline="", encoding="utf-8") as fh:
+        return tuple({k: _value(k, v) for k, v in r.items()} for r in csv.DictReader(fh))
+
+
+def points(figure: str, **where) -> list[dict]:
+    """The Monte Carlo rows (``kind == 'point'``) of a figure matching every ``column=value``."""
+    return [r for r in rows(figure) if r["kind"] == "point" and all(r.get(k) == v for k, v in where.items())]
+
+
+def rel_gap(r: dict, theory: str = "theory") -> float:
+    """(MC − theory)/theory of one point."""
+    return (r["mc_mean"] - r[theory]) / r[theory]
+
+
+def agrees(r: dict, theory: str = "theory") -> bool:
+    """The gallery's rule: |MC − theory| <= max(3 se, 3 % of theory)."""
+    return abs(r["mc_mean"] - r[theory]) <= max(TOL_SE * r["mc_sem"], TOL_REL * abs(r[theory]))
+
+
+# -- formatting ------------------------------------------------------------------------------------
+def pct(x: float, digits: int = 0, sign: bool = False) -> str:
+    """0.0412 -> '4 %' (with ``sign``: '+4 %', and '−' for negatives)."""
+    s = f"{abs(100 * x):.{digits}f}"
+    if x < 0 and float(s) != 0:
+        s = "−" + s
+    elif sign:
+        s = "+" + s
+    return f"{s} %"
+
+
+def pct_range(values, digits: int = 0) -> str:
+    """The range of |values| in percent: '4–7 %' (or '5 %' when both ends round alike)."""
+    lo, hi = (f"{100 * v:.{digits}f}" for v in (min(map(abs, values)), max(map(abs, values))))
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def num(x: float, digits: int = 3) -> str:
+    """A number with ``digits`` decimals, '−' for negatives."""
+    s = f"{x:.{digits}f}"
+    return s.replace("-", "−")
+
+
+def num_range(values, digits: int = 2) -> str:
+    lo, hi = num(min(values), digits), num(max(values), digits)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def count(ok: int, total: int) -> str:
+    return f"{ok}/{total}"
+
+
+def _table(header: list[str], body: list[list[str]]) -> str:
+    esc = [[cell.replace("|", r"\|") for cell in row] for row in [header, *body]]
+    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in esc[1:]]
+    return "\n".join(lines)
+
+
+# -- the synthetic figures -------------------------------------------------------------------------
+def agreement(figure: str) -> tuple[int, int, float]:
+    """(agree, checked, max |rel gap|) over the theory-model points outside the strong-signal regime."""
+    pts = [r for r in points(figure, mc_model=THEORY_MODEL) if not r.get("strong_signal")]
+    return sum(map(agrees, pts)), len(pts), max(abs(rel_gap(r)) for r in pts)
+
+
+def strong_points(*figures: str) -> list[dict]:
+    return [r for f in figures for r in points(f, mc_model=THEORY_MODEL) if r.get("strong_signal")]
+
+
+def _describe(r: dict) -> str:
+    """'E_LR at γ = 0.01 (panel a): −12.8 %, 1.2 se'."""
+    what = "E_LR" if r["model"] == "linear" else f"E_A {r['activation']}"
+    x = {"gamma": "γ", "c": "c", "snr": "‖μ‖²", "theta": "θ"}[r["x_name"]]
+    return (f"{what} at {x} = {r['x']:g} (panel {r['panel']}): {pct(rel_gap(r), 1, sign=True)}, "
+            f"{abs(r['mc_mean'] - r['theory']) / r['mc_sem']:.1f} se")
+
+
+def largest_gaps(figure: str, k: int = 2) -> str:
+    pts = [r for r in points(figure, mc_model=THEORY_MODEL) if not r.get("strong_signal")]
+    pts.sort(key=lambda r: -abs(rel_gap(r)))
+    return "; ".join(_describe(r) for r in pts[:k])
+
+
+def outliers(figure: str) -> str:
+    pts = [r for r in points(figure, mc_model=THEORY_MODEL) if not r.get("strong_signal") and not agrees(r)]
+    return "; ".join(_describe(r) for r in pts) or "none"
+
+
+def aligned_theta(theta: float) -> list[dict]:
+    """The strong-signal attention points of fig_aligned at weight norm θ (panels a and b)."""
+    out = []
+    for r in points("aligned", mc_model=THEORY_MODEL, model="attention"):
+        th = r["x"] if r["x_name"] == "theta" else r["theta"]
+        if th == theta:
+            out.append(r)
+    return out
+
+
+FINITE_P_THETAS = (2.0, 3.0)
+
+
+def finite_p_rows() -> list[dict]:
+    """Panel (a) of fig_aligned at θ = 2, 3: the points with the finite-p corrected theory."""
+    return sorted((r for r in points("aligned", panel="a", model="attention", mc_model=THEORY_MODEL)
+                   if r["x"] in FINITE_P_THETAS), key=lambda r: (r["x"], r["gamma"]))
+
+
+def finite_p_table() -> str:
+    body = []
+    for r in finite_p_rows():
+        body.append([f"{r['x']:g}", f"{r['t']:.2f}", f"{r['gamma']:g}", num(r["theory"]), num(r["theory_finite_p"]),
+                     f"{num(r['mc_mean'])} ± {num(r['mc_sem'])}", pct(rel_gap(r), 0, sign=True),
+                     pct(rel_gap(r, "theory_finite_p"), 0, sign=True)])
+    return _table(["θ", "t", "γ", "theory (asymptotic)", "theory (finite-p)", "MC ± se",
+                   "gap to asymptotic", "gap to finite-p"], body)
+
+
+# -- the real weights ------------------------------------------------------------------------------
+MINILM_GAMMA = 0.1
+
+
+def minilm_point(layer: int, curve: str, mc_model: str, gamma: float = MINILM_GAMMA) -> dict:
+    (r,) = [r for r in points("minilm", layer=layer, curve=curve, mc_model=mc_model) if r["gamma"] == gamma]
+    return r
+
+
+def minilm_layers() -> list[int]:
+    return sorted({r["layer"] for r in points("minilm")})
+
+
+def minilm_ranks() -> list[int]:
+    return sorted({r["rank"] for r in points("minilm") if r["rank"] is not None})
+
+
+def minilm_table() -> str:
+    ranks = minilm_ranks()
+    top = max(ranks)
+    body = []
+    for layer in minilm_layers():
+        fit = minilm_point(layer, f"r={top}", THEORY_MODEL)
+        real = minilm_point(layer, f"r={top}", REAL_WEIGHTS)
+        theories = " / ".join(num(minilm_point(layer, f"r={k}", THEORY_MODEL)["theory"]) for k in ranks)
+        body.append([str(layer), num(fit["alpha"]), f"{fit['spike_max']:.2g}", pct(fit["unexplained"]),
+                     num(real["mc_mean"]), theories, f"{num(fit['mc_mean'])} ({pct(rel_gap(fit), 0, sign=True)})"])
+    r_list = " / ".join(str(k) for k in ranks)
+    return _table(["layer", "α", "σ₁/(|α|√p)", f"unexplained ‖W−αI−L_{top}‖²/‖W‖²", "MC, real W",
+                   f"theory r = {r_list}", f"MC, fitted W′_{top} (gap to r = {top} theory)"], body)
+
+
+def minilm_gaps(mc_model: str, rank: int, gamma: float = MINILM_GAMMA) -> list[float]:
+    """(MC − theory of the rank-``rank`` fit)/theory per layer, for the real or the fitted W."""
+    return [rel_gap(minilm_point(layer, f"r={rank}", mc_model, gamma)) for layer in minilm_layers()]
+
+
+# -- all of them -----------------------------------------------------------------------------------
+def substitutions() -> dict[str, str]:
+    """Every ``{{ key }}`` the pages may use, with its value (Markdown)."""
+    import symattn as sa
+    from symattn.model import STRONG_SIGNAL_T
+
+    out: dict[str, str] = {"strong_t": f"{STRONG_SIGNAL_T:g}",
+                           "tol_rule": f"max({TOL_SE:g} se, {100 * TOL_REL:g} % of theory)"}
+    synthetic = ("mu0", "aligned", "a1zero")
+    first = points("mu0")[0]
+    out["quick_n"], out["quick_draws"] = str(first["n"]), str(first["draws"])
+    out["quick_p_mu0"] = str(first["p"])
+    for fig in synthetic:
+        ok, total, gap = agreement(fig)
+        out[f"{fig}_agree"] = count(ok, total)
+        out[f"{fig}_max_gap"] = pct(gap)
+        out[f"{fig}_largest_gaps"] = largest_gaps(fig)
+        out[f"{fig}_outliers"] = outliers(fig)
+    strong = [r for r in strong_points(*synthetic) if r["theory_finite_p"] is not None]
+    out["finite_p_agree"] = count(sum(agrees(r, "theory_finite_p") for r in strong), len(strong))
+    # fig_mu0 (c): W = I, the strong points are at the largest ||mu||^2
+    mu0_strong = strong_points("mu0")
+    out["mu0_strong_snr"] = ", ".join(sorted({f"{r['x']:g}" for r in mu0_strong}))
+    out["mu0_strong_t"] = num_range([r["t"] for r in mu0_strong], 2)
+    # fig_aligned
+    al = points("aligned")[0]
+    out["aligned_p"] = str(al["p"])
+    for theta in FINITE_P_THETAS:
+        pts = aligned_theta(theta)
+        key = f"{theta:g}"
+        out[f"aligned_gap_theta{key}"] = pct_range([rel_gap(r) for r in pts])
+        out[f"aligned_t_theta{key}"] = num_range([r["t"] for r in pts], 2)
+        out[f"aligned_fp_gap_theta{key}"] = pct_range([rel_gap(r, "theory_finite_p") for r in pts])
+        out[f"aligned_mc_below_theta{key}"] = "yes" if all(r["mc_mean"] < r["theory"] for r in pts) else "no"
+    out["finite_p_table"] = finite_p_table()
+    # fig_a1zero
+    he3 = [r for r in points("a1zero", activation="he3", mc_model=THEORY_MODEL) if not r.get("strong_signal")]
+    out["he3_gap"] = pct_range([rel_gap(r) for r in he3])
+    out["he3_above"] = "above" if all(r["mc_mean"] > r["theory"] for r in he3) else "around"
+    strong_a1 = strong_points("a1zero")
+    out["a1zero_strong_gap"] = pct_range([rel_gap(r) for r in strong_a1])
+    out["a1zero_strong_t"] = num_range([r["t"] for r in strong_a1], 2)
+    out["tanh_a1"] = num(float(sa.activation("tanh").a1), 2)
+    # fig_minilm
+    ranks, top = minilm_ranks(), max(minilm_ranks())
+    real = points("minilm", mc_model=REAL_WEIGHTS)
+    out["minilm_draws"] = str(real[0]["draws"])
+    out["minilm_n"], out["minilm_p"] = str(real[0]["n"]), str(real[0]["p"])
+    out["minilm_gamma"] = f"{MINILM_GAMMA:g}"
+    out["minilm_table"] = minilm_table()
+    out["minilm_fit_r0_gap"] = pct_range(minilm_gaps(THEORY_MODEL, 0))
+    out[f"minilm_fit_r{top}_gap"] = pct_range(minilm_gaps(THEORY_MODEL, top))
+    for k in ranks:
+        out[f"minilm_real_r{k}_gap"] = pct_range(minilm_gaps(REAL_WEIGHTS, k))
+    out["minilm_real_all_gap"] = pct_range([g for k in ranks for g in minilm_gaps(REAL_WEIGHTS, k)])
+    out["minilm_real_below"] = "below" if all(g < 0 for k in ranks for g in minilm_gaps(REAL_WEIGHTS, k)) else "around"
+    top_pts = [minilm_point(layer, f"r={top}", THEORY_MODEL) for layer in minilm_layers()]
+    out["minilm_unexplained"] = pct_range([r["unexplained"] for r in top_pts])
+    out["minilm_spike"] = num_range([r["spike_max"] for r in top_pts], 1)
+    out["minilm_t_top"] = num_range([abs(r["t"]) for r in top_pts], 1)
+    out["minilm_alpha"] = num_range([abs(r["alpha"]) for r in top_pts], 2)
+    out["minilm_top_rank"] = str(top)
+    from symattn import realweights as rw
+
+    out["minilm_layers"], out["minilm_hidden"] = str(rw.MINILM_LAYERS), str(rw.MINILM_HIDDEN)
+    out["minilm_head_dim"] = str(rw.MINILM_HEAD_DIM)
+    out["minilm_heads"] = str(rw.MINILM_HIDDEN // rw.MINILM_HEAD_DIM)
+    small = [minilm_point(layer, f"r={top}", REAL_WEIGHTS, 0.01)["mc_mean"] for layer in minilm_layers()]
+    big = [minilm_point(layer, f"r={top}", REAL_WEIGHTS, 10.0)["mc_mean"] for layer in minilm_layers()]
+    out["minilm_real_small_gamma"] = num_range(small, 2)
+    out["minilm_real_large_gamma"] = num_range(big, 2)
+    lr_small = minilm_point(0, "E_LR", THEORY_MODEL, 0.01)
+    lr_big = minilm_point(0, "E_LR", THEORY_MODEL, 10.0)
+    out["minilm_lr_small_gamma"], out["minilm_lr_large_gamma"] = num(lr_small["theory"], 2), num(lr_big["theory"], 2)
+    return out
+
+
+if __name__ == "__main__":  # python docs/_ext/docnumbers.py: print them
+    for key, value in substitutions().items():
+        print(f"{key}: {value}")

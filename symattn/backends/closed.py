@@ -1,0 +1,784 @@
+r"""The closed-form solver: the bulk and attention systems with no quadrature (docs/theory.md §5.8).
+
+Every integral is ∫ g dμ_S = Σ_l q_l M_l + Σ_j r1_j I_{1,j} + Σ_j r2_j I_{2,j}
+(:func:`symattn.systems.closed.reduce_integrand`: exact division of the numerator by Δ in SymPy),
+with the basis integrals I_{k,j} = ∫ λ^j/Δ^k dμ_S from partial fractions at the roots of Δ and the
+Marchenko–Pastur Stieltjes transform of the continuous part, m_c(z), by the branch rule of
+:mod:`symattn.systems.closed`; the atom (1 − c)_+ at λ = 0 is added explicitly.
+
+The roots of Δ (a cubic; linear where a1 = 0) are the eigenvalues of its companion matrix in
+float64, polished by Newton's method in the working arithmetic. Each value comes with a magnitude
+Σ|terms| (the same sums with every term replaced by its modulus): magnitude/|value| is the
+amplification of rounding errors (cancellation between the partial fractions, e.g. for small
+a1 ≠ 0, where two roots are large). A point is solved here when
+
+- Newton on e = I(e) converges from (1/γ, 0, 0) on the branch (e1 > 0, 0 ≤ e2 ≤ 1, Δ > 0 on the
+  support: no root of Δ on [a, b] and Δ((a+b)/2) > 0);
+- no root of Δ meets the support (distance below :data:`SUPPORT_DISTANCE`·(b − a));
+- the estimated relative error of E_A (amplification × rounding, and a perturbation of the traces
+  through the Woodbury step) is at most :data:`CLOSED_ACCEPT` (float64) or 10^{6−dps} (mpmath).
+
+Every other point is left to the quadrature solver (:mod:`symattn.backends.solver`), which has the
+continuation in γ, the reduced a1 = d = 0 equation and the damped fixed point; the result's
+``method`` says which one solved each point. With mpmath the closed form runs with
+:data:`GUARD_DIGITS` more digits than asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import mpmath
+import numpy as np
+import sympy as sp
+
+from ..systems.bulk import Delta, beta, P_unknown, w_sum
+from ..systems.closed import D0, D1, b0, b1, mp_moment, reduce_integrand
+from ..systems.symbols import a1, c, d, e1, e2, e3, gamma, lam, s2
+from .compile import CompiledExprs
+from .kernels import E_DOTS, TRACE_MOMENTS, kernel_definition
+
+#: a root of Δ closer than this fraction of b − a to the support [a, b] sends the point to quadrature
+SUPPORT_DISTANCE = 1e-9
+#: the largest estimated relative error of E_A accepted from the float64 closed form
+CLOSED_ACCEPT = 1e-11
+#: extra digits of the mpmath closed form
+GUARD_DIGITS = 12
+NEWTON_MAX_ITER = 40
+
+E_ARGS = (e1, e2, e3, c, gamma, a1, s2, d)
+R_ARGS = (P_unknown, e2, e3, c, gamma, a1, s2, d)
+E_INTERMEDIATES = ((b1, sp.sqrt(c) * a1), (b0, sp.sqrt(c) * (d - a1) - s2 * e3), (D0, gamma + s2 * e2),
+                   (D1, (gamma + s2 * e2) * s2 * e1))
+R_INTERMEDIATES = ((w_sum, gamma + s2 * e2), (b1, sp.sqrt(c) * a1), (b0, sp.sqrt(c) * (d - a1) - s2 * e3),
+                   (D0, w_sum), (D1, s2 * P_unknown))
+
+
+@dataclass
+class ClosedKernel:
+    """Integrands reduced to coefficients on the basis (moments M_l, I_{1,j}, I_{2,j}).
+
+    ``fn(*args)`` gives the nonzero coefficients; ``layout`` their (item, slot) places; slots are
+    0..L for the moments, then ``L + 1 + j`` for I_{1,j} and ``L + 1 + n + j`` for I_{2,j}
+    (n = deg Δ = 3, or 1 where a1 = 0).
+    """
+
+    fn: CompiledExprs
+    layout: list
+    items: int
+    moments: int   # L + 1
+    n: int
+    atom_fn: CompiledExprs | None = None   # g_i(0) of the items without a power of λ
+    atom_items: tuple = ()
+
+    @property
+    def slots(self):
+        return self.moments + 2 * self.n
+
+    def coefficients(self, *args, P: int, dtype=float):
+        C = np.zeros((P, self.items, self.slots), dtype=dtype)
+        if dtype is object:
+            C[...] = 0
+        if self.layout:
+            for (i, s), v in zip(self.layout, self.fn(*args)):
+                C[:, i, s] = np.broadcast_to(v, (P,))
+        return C
+
+
+def _items(key: str):
+    """The (expression, power of λ) items of the closed kernel ``key`` and its arguments/intermediates."""
+    if key == "newton":
+        return [(x, 0) for x in kernel_definition("bulk-newton").exprs], E_ARGS, E_INTERMEDIATES
+    if key == "sensitivity":
+        return [(x, 0) for x in kernel_definition("bulk-sensitivity").exprs], E_ARGS, E_INTERMEDIATES
+    if key == "tangent":
+        return [(x, 0) for x in kernel_definition("regular-tangent").exprs], R_ARGS, R_INTERMEDIATES
+    if key == "regular-kernels":  # T (9), the two centred integrands, Ṫ (9)
+        ex = kernel_definition("regular-kernels").exprs
+        items = [(ex[i], j) for i, j in TRACE_MOMENTS] + [(ex[3], 0), (ex[4], 0)]
+        items += [(ex[5 + i], j) for i, j in TRACE_MOMENTS]
+        return items, R_ARGS + E_DOTS, R_INTERMEDIATES
+    if key == "resolvent-kernels":  # T (9), Ṫ (9) in the (e1, e2, e3) form
+        ex = kernel_definition("resolvent-kernels").exprs
+        items = [(ex[i], j) for i, j in TRACE_MOMENTS] + [(ex[3 + i], j) for i, j in TRACE_MOMENTS]
+        return items, E_ARGS + E_DOTS, E_INTERMEDIATES
+    if key == "bulk":  # the three bulk integrands
+        from ..systems import bulk_system
+
+        return [(g, 0) for g in bulk_system().integrands], E_ARGS, E_INTERMEDIATES
+    raise KeyError(key)
+
+
+@lru_cache(maxsize=None)
+def reduced(key: str, linear: bool):
+    """The reduced items of ``key``: a list of (q, r1, r2) Polys (:func:`reduce_integrand`)."""
+    items, _, _ = _items(key)
+    return [reduce_integrand(x, beta, Delta, j, linear=linear) for x, j in items]
+
+
+@lru_cache(maxsize=None)
+def closed_kernel(key: str, linear: bool, modules: str) -> ClosedKernel:
+    """The compiled :class:`ClosedKernel` of ``key`` ('newton', 'sensitivity', 'tangent',
+    'regular-kernels', 'resolvent-kernels', 'bulk'); ``linear``: the a1 = 0 variant.
+
+    Examples
+    --------
+    >>> k = closed_kernel("bulk", False, "numpy")
+    >>> k.items, k.n
+    (3, 3)
+    """
+    items, args, inter = _items(key)
+    red = reduced(key, linear)
+    n = 1 if linear else 3
+    L = max([q.degree() for q, _, _ in red] + [0]) + 1
+    layout, exprs = [], []
+    for i, (q, r1, r2) in enumerate(red):
+        for poly, base in ((q, 0), (r1, L), (r2, L + n)):
+            for mon, cf in zip(poly.monoms(), poly.coeffs()):
+                if cf != 0:
+                    layout.append((i, base + mon[0]))
+                    exprs.append(cf)
+    fn = CompiledExprs(exprs, args, modules, intermediates=inter) if exprs else None
+    # g_i(0) for the atom, from the integrand itself: β(0) = b0, Δ(0) = D0
+    at0 = [(i, sp.sympify(x).subs({beta: b0, Delta: D0}).subs(lam, 0)) for i, (x, j) in enumerate(items) if j == 0]
+    at0 = [(i, x) for i, x in at0 if x != 0]
+    atom_fn = CompiledExprs([x for _, x in at0], args, modules, intermediates=inter) if at0 else None
+    return ClosedKernel(fn=fn, layout=layout, items=len(items), moments=L, n=n, atom_fn=atom_fn,
+                        atom_items=tuple(i for i, _ in at0))
+
+
+# ============================================================================ complex arithmetic per context
+class _Complex:
+    """The few complex operations the basis needs, for float64 (complex128) and mpmath (mpc)."""
+
+    def __init__(self, ctx):
+        self.mp = ctx.name == "mpmath"
+        if self.mp:
+            self.sqrt = np.frompyfunc(mpmath.sqrt, 1, 1)
+            self.re = np.frompyfunc(mpmath.re, 1, 1)
+            self.im = np.frompyfunc(mpmath.im, 1, 1)
+            self.tocomplex = np.frompyfunc(lambda x: mpmath.mpc(x), 1, 1)
+        else:
+            self.sqrt, self.re, self.im = np.sqrt, np.real, np.imag
+            self.tocomplex = lambda x: np.asarray(x, dtype=np.clongdouble)
+
+    def absf(self, x):
+        return np.abs(x).astype(float) if self.mp else np.abs(x)
+
+
+@lru_cache(maxsize=None)
+def _moment_coefficients(k: int):
+    """The integer coefficients of M_k as a polynomial in 1/c, highest power first."""
+    ci = sp.Symbol("ci")
+    return tuple(int(x) for x in sp.Poly(sp.expand(mp_moment(k).subs(c, 1 / ci)), ci).all_coeffs())
+
+
+def mp_moments(ctx, rc, L: int):
+    """M_0..M_{L−1} of μ_S at the points √c = ``rc`` (P,): array (P, L)."""
+    cinv = 1 / rc**2
+    out = []
+    for k in range(L):
+        v = 0 * cinv
+        for cf in _moment_coefficients(k):
+            v = v * cinv + cf
+        out.append(v)
+    return np.stack(out, axis=-1)
+
+
+def stieltjes_continuous(ctx, cx, zc, rc):
+    r"""m_c(z) = ∫ dμ_cont(λ)/(λ − z) and m_c'(z) by the branch rule (docs/theory.md §5.8).
+
+    ``zc`` complex (P, n), ``rc`` = √c (P, 1). Returns (m_c, m_c', √D).
+    """
+    c_ = rc**2
+    a = (1 - 1 / rc) ** 2
+    b = (1 + 1 / rc) ** 2
+    s = c_ * cx.sqrt(zc - a) * cx.sqrt(zc - b)
+    u = np.where(np.asarray(c_ < 1, dtype=bool), 1 - c_, c_ - 1)
+    cm = np.where(np.asarray(c_ < 1, dtype=bool), c_, 0 * c_ + 1)
+    X = u - c_ * zc
+    plus, minus = X + s, X - s
+    direct = cx.absf(plus) >= cx.absf(minus)
+    with np.errstate(all="ignore"):
+        m = np.where(direct, plus / (2 * zc), 2 * c_ * cm / minus)
+        md = -m * (m + c_) / s
+    return m, md, s
+
+
+def _roots(ctx, cx, L3, L2, L1, L0, linear):
+    """The roots (P, n) of L3 λ³ + L2 λ² + L1 λ + L0 (or L1 λ + L0), in the context's complex numbers."""
+    if linear:
+        return cx.tocomplex(-L0 / L1)[:, None] if L0.ndim == 1 else cx.tocomplex(-L0 / L1)
+    f = [np.asarray(ctx.to_float(v), dtype=float) for v in (L3, L2, L1, L0)]
+    P = f[0].shape[0]
+    comp = np.zeros((P, 3, 3))
+    with np.errstate(all="ignore"):
+        comp[:, 0, 0], comp[:, 0, 1], comp[:, 0, 2] = -f[1] / f[0], -f[2] / f[0], -f[3] / f[0]
+    comp[:, 1, 0] = comp[:, 2, 1] = 1
+    good = np.all(np.isfinite(comp), axis=(1, 2))
+    zf = np.full((P, 3), np.nan + 0j)
+    if good.any():
+        zf[good] = np.linalg.eigvals(comp[good])
+    zc = cx.tocomplex(zf)
+    L3, L2, L1, L0 = (v[:, None] for v in (L3, L2, L1, L0))
+    steps = 2 if not cx.mp else 2 + int(np.ceil(np.log2(max(ctx.dps, 16) / 15.0)))
+    with np.errstate(all="ignore"):
+        for _ in range(steps):
+            p = ((L3 * zc + L2) * zc + L1) * zc + L0
+            dp = (3 * L3 * zc + 2 * L2) * zc + L1
+            zc = zc - p / dp
+    return zc
+
+
+@dataclass
+class Basis:
+    """The basis integrals over the continuous part of μ_S at P points, ``cont`` (P, slots), their
+    magnitudes ``mag``, the atom (1 − c)_+ (P,), and ``ok`` (no root of Δ meets the support; finite)."""
+
+    cont: np.ndarray
+    mag: np.ndarray
+    atom: np.ndarray
+    ok: np.ndarray
+    roots: np.ndarray
+
+
+class _Dual:
+    """value + ε·derivative (ε² = 0) on arrays: the D0-derivative of the basis, I_{2,j} = −∂I_{1,j}/∂D0."""
+
+    __slots__ = ("v", "d")
+    __array_ufunc__ = None   # numpy arrays defer to the reflected operations
+
+    def __init__(self, v, d):
+        self.v, self.d = v, d
+
+    @staticmethod
+    def _of(o):
+        return o if isinstance(o, _Dual) else _Dual(o, 0 * o)
+
+    def __add__(self, o):
+        o = self._of(o)
+        return _Dual(self.v + o.v, self.d + o.d)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        o = self._of(o)
+        return _Dual(self.v - o.v, self.d - o.d)
+
+    def __rsub__(self, o):
+        return self._of(o) - self
+
+    def __neg__(self):
+        return _Dual(-self.v, -self.d)
+
+    def __mul__(self, o):
+        o = self._of(o)
+        return _Dual(self.v * o.v, self.d * o.v + self.v * o.d)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        o = self._of(o)
+        return _Dual(self.v / o.v, (self.d * o.v - self.v * o.d) / (o.v * o.v))
+
+    def __rtruediv__(self, o):
+        return self._of(o) / self
+
+
+def _divided_basis(m, z, c_, U, K):
+    r"""h_j[z1, z2, z3] (j = 0, 1, 2), h_j(z) = ∫ λ^j/(λ − z) dμ_c, without cancellation between the roots.
+
+    From z m² + (cz − U) m + c·min(1, c) = 0 (U = |1 − c|, K = max(1, c)):
+
+    - m[z_i, z_k] = −m_i(m_i + c)/(z_k(m_i + m_k + c) − U),
+      m[z1, z2, z3] = m1(m1 + c)(m1 + m3 + c + z2 m[z2, z3])/(D12 D13), D_ik = z_k(m_i + m_k + c) − U;
+    - h_j = φ_j(m): h_0 = m, h_1 = K m/(m + c), h_2 = 1 + KU/(m + c) − cK²/(m + c)² (the quadratic
+      eliminates z, and the cancellation of z h_{j−1} + M_{j−1} at large |z| with it);
+    - (φ∘m)[z1, z2, z3] = φ[m1, m3]·m[z1, z2, z3] + φ[m1, m2, m3]·m[z1, z2]·m[z2, z3].
+
+    All arguments are :class:`_Dual`.
+    """
+    m1, m2, m3 = m
+    z1, z2, z3 = z
+    D23 = z3 * (m2 + m3 + c_) - U
+    m23 = -(m2 * (m2 + c_)) / D23
+    D12 = z2 * (m1 + m2 + c_) - U
+    D13 = z3 * (m1 + m3 + c_) - U
+    m12 = -(m1 * (m1 + c_)) / D12
+    m123 = m1 * (m1 + c_) * (m1 + m3 + c_ + z2 * m23) / (D12 * D13)
+    A1, A2, A3 = m1 + c_, m2 + c_, m3 + c_
+    h1 = K * c_ * (A2 * m123 - m12 * m23) / (A1 * A2 * A3)
+    # φ_2 = 1 + KU ψ1 − cK² ψ2 with ψ1 = 1/A, ψ2 = 1/A²
+    p1_13 = -1 / (A1 * A3)
+    p1_123 = 1 / (A1 * A2 * A3)
+    A13 = A1 * A3
+    p2_13 = -(A1 + A3) / (A13 * A13)
+    A123 = A1 * A2 * A3
+    p2_123 = (A1 * A2 + A1 * A3 + A2 * A3) / (A123 * A123)
+    f13 = K * U * p1_13 - c_ * K * K * p2_13
+    f123 = K * U * p1_123 - c_ * K * K * p2_123
+    h2 = f13 * m123 + f123 * m12 * m23
+    return [m123, h1, h2]
+
+
+def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool) -> Basis:
+    r"""M_l (l < ``moments``), I_{1,j}, I_{2,j} (j < deg Δ) at Δ = D0 + D1λ + λ(b1λ + b0)² (docs/theory.md §5.8).
+
+    Cubic Δ = L3 ∏(λ − z_i): I^c_{1,j} = h_j[z1, z2, z3]/L3, the second divided difference of
+    h_j(z) = ∫ λ^j/(λ − z) dμ_c at the roots (written in m_c without cancellation:
+    :func:`_divided_basis`; the same as the partial fractions Σ_i h_j(z_i)/Δ'(z_i), which cancel
+    where the roots are close together relative to their distance from the support). Linear
+    Δ = L1(λ − z): I^c_{1,0} = m_c(z)/L1. Then I^c_{2,j} = −∂I^c_{1,j}/∂D0 (dual numbers, with
+    ∂z_i/∂D0 = −1/Δ'(z_i)), and the atom: I_{k,0} = I^c_{k,0} + (1 − c)_+/D0^k. The magnitude is
+    |value| plus the change between two orderings of the roots, divided by the unit roundoff.
+    All arguments (P,).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symattn.backends.context import FloatContext
+    >>> one = np.ones(1)
+    >>> B = basis(FloatContext(), one, 0 * one, one, one, 0 * one, 2, False)   # Δ = 1 + λ³ at c = 1
+    >>> B.cont.shape, bool(0 < B.cont[0, 2] < 1)                                # ∫ dμ_S/(1 + λ³)
+    ((1, 8), True)
+    """
+    cx = _Complex(ctx)
+    P = rc.shape[0]
+    n = 1 if linear else 3
+    if not cx.mp:  # float64: the basis in extended precision (numpy's longdouble), rounded at the end
+        rc, b0v, b1v, D0v, D1v = (np.asarray(v, dtype=np.longdouble) for v in (rc, b0v, b1v, D0v, D1v))
+    L3, L2, L1, L0 = b1v**2, 2 * b0v * b1v, D1v + b0v**2, D0v
+    zc = _roots(ctx, cx, L3, L2, L1, L0, linear)
+    rcc = rc[:, None]
+    c_ = rcc**2
+    below = np.asarray(ctx.to_float(c_), dtype=float) < 1
+    with np.errstate(all="ignore"):
+        m, md, s = stieltjes_continuous(ctx, cx, zc, rcc)
+        if linear:
+            dD = L1[:, None] + 0 * zc
+        else:
+            dD = (3 * L3[:, None] * zc + 2 * L2[:, None]) * zc + L1[:, None]
+        dz = -1 / dD
+        Uc = np.where(below, 1 - c_, c_ - 1)[:, 0]
+        Kc = np.where(below, 0 * c_ + 1, c_)[:, 0]
+        cc = c_[:, 0]
+        if linear:
+            mu = _Dual(m[:, 0], md[:, 0] * dz[:, 0])
+            hs = [[mu / L1]]
+        else:
+            order = np.argsort(np.asarray(ctx.to_float(cx.absf(zc)), dtype=float), axis=1)
+            take = lambda A, o: np.take_along_axis(A, o, axis=1)  # noqa: E731
+            hs = []
+            for perm in ((0, 1, 2), (1, 0, 2)):
+                o = order[:, list(perm)]
+                zs, ms, ds = take(zc, o), take(m, o), take(md * dz, o)
+                zd = [_Dual(zs[:, i], take(dz, o)[:, i]) for i in range(3)]
+                md_ = [_Dual(ms[:, i], ds[:, i]) for i in range(3)]
+                hs.append([h / L3 for h in _divided_basis(md_, zd, cc, Uc, Kc)])
+        I1 = [cx.re(h.v) for h in hs[0]]
+        I2 = [cx.re(-h.d) for h in hs[0]]
+        if len(hs) > 1:
+            err1 = [cx.absf(a.v - b.v) for a, b in zip(hs[0], hs[1])]
+            err2 = [cx.absf(a.d - b.d) for a, b in zip(hs[0], hs[1])]
+        else:
+            err1 = [0 * cx.absf(h.v) for h in hs[0]]
+            err2 = [0 * cx.absf(h.d) for h in hs[0]]
+        imag = np.maximum.reduce([cx.absf(cx.im(h.v)) for h in hs[0]] + [cx.absf(cx.im(h.d)) for h in hs[0]])
+    u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
+    Mcont = mp_moments(ctx, rc, max(moments, 3))
+    Mcont[:, 0] = np.where(below[:, 0], c_[:, 0], 0 * c_[:, 0] + 1)
+    dtype = object if cx.mp else np.longdouble
+    cont = np.empty((P, moments + 2 * n), dtype=dtype)
+    cont[:, :moments] = Mcont[:, :moments]
+    for j in range(n):
+        cont[:, moments + j] = I1[j]
+        cont[:, moments + n + j] = I2[j]
+    atom = np.where(below[:, 0], 1 - rc**2, 0 * rc)
+    mag = np.abs(np.asarray(ctx.to_float(cont), dtype=float))
+    for j in range(n):
+        mag[:, moments + j] += (np.asarray(err1[j], dtype=float) + np.asarray(imag, dtype=float)) / u
+        mag[:, moments + n + j] += (np.asarray(err2[j], dtype=float) + np.asarray(imag, dtype=float)) / u
+    # a root of Δ on (or at rounding distance from) the support [a, b]
+    a = np.asarray(ctx.to_float((1 - 1 / rc) ** 2), dtype=float)[:, None]
+    b = np.asarray(ctx.to_float((1 + 1 / rc) ** 2), dtype=float)[:, None]
+    zr = np.asarray(ctx.to_float(cx.re(zc)), dtype=float)
+    zi = np.asarray(ctx.to_float(cx.im(zc)), dtype=float)
+    dist = np.hypot(np.maximum(np.maximum(a - zr, zr - b), 0), zi)
+    ok = np.all(np.isfinite(zr) & np.isfinite(zi) & (dist > SUPPORT_DISTANCE * (b - a)), axis=1)
+    ok &= np.all(np.isfinite(mag), axis=1)
+    if not cx.mp:
+        cont, atom = cont.astype(float), atom.astype(float)
+    return Basis(cont=cont, mag=mag, atom=atom, ok=ok, roots=zc)
+
+
+def _delta_mid_positive(ctx, rc, b0v, b1v, D0v, D1v):
+    """Δ((a + b)/2) > 0 and Δ(0) = D0 > 0."""
+    lm = 1 + 1 / rc**2
+    val = D0v + D1v * lm + lm * (b1v * lm + b0v) ** 2
+    return (np.asarray(ctx.to_float(val), dtype=float) > 0) & (np.asarray(ctx.to_float(D0v), dtype=float) > 0)
+
+
+def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False):
+    """∫ g_i dμ_S (or over the continuous part alone) for the items of ``kernel`` (P, items), and
+    their magnitudes Σ|coefficient·basis| + (1 − c)_+|g_i(0)| (P, items). The atom's g_i(0) is
+    evaluated from the integrand itself (its partial fractions would cancel at λ = 0)."""
+    dtype = object if ctx.name == "mpmath" else float
+    C = kernel.coefficients(*args, P=P, dtype=dtype)
+    vals = (C * B.cont[:, None, :]).sum(axis=-1) if dtype is object else np.einsum("pis,ps->pi", C, B.cont)
+    Cf = np.abs(np.asarray(ctx.to_float(C), dtype=float))
+    mags = np.einsum("pis,ps->pi", Cf, B.mag)
+    if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
+        g0 = np.zeros((P, kernel.items), dtype=dtype)
+        if dtype is object:
+            g0[...] = 0
+        for i, v in zip(kernel.atom_items, kernel.atom_fn(*args)):
+            g0[:, i] = np.broadcast_to(v, (P,))
+        vals = vals + B.atom[:, None] * g0
+        mags = mags + np.abs(np.asarray(ctx.to_float(B.atom[:, None] * g0), dtype=float))
+    return vals, mags
+
+
+# ============================================================================ the solver
+class _Points:
+    """The parameters at P points, (P,) arrays in the context's arithmetic, and the grouping by a1 = 0."""
+
+    def __init__(self, ctx, c, gamma, a1v, s2v, dv):
+        from .solver import _points
+
+        self.P, (self.c, self.gamma, self.a1, self.s2, self.d) = _points(ctx, c, gamma, a1v, s2v, dv)
+        self.rc = ctx.sqrt(self.c)
+
+
+def _intermediates_e(p, e, idx):
+    rc, g, a, s, dd = p.rc[idx], p.gamma[idx], p.a1[idx], p.s2[idx], p.d[idx]
+    b1v = rc * a
+    b0v = rc * (dd - a) - s * e[:, 2]
+    w = g + s * e[:, 1]
+    return b0v, b1v, w, w * s * e[:, 0]
+
+
+def _basis_e(ctx, p, e, idx, kern):
+    b0v, b1v, D0v, D1v = _intermediates_e(p, e, idx)
+    B = basis(ctx, p.rc[idx], b0v, b1v, D0v, D1v, kern.moments, kern.n == 1)
+    B.ok &= _delta_mid_positive(ctx, p.rc[idx], b0v, b1v, D0v, D1v)
+    return B
+
+
+def _eargs(p, e, idx):
+    return (e[:, 0], e[:, 1], e[:, 2], p.rc[idx], p.gamma[idx], p.a1[idx], p.s2[idx], p.d[idx])
+
+
+def _newton_map(ctx, p, e, idx, kern):
+    """I(e) (P, 3), its magnitude (P, 3), ∫∂g/∂e (P, 3, 3) and the admissibility mask."""
+    B = _basis_e(ctx, p, e, idx, kern)
+    vals, mags = integrate(ctx, kern, B, _eargs(p, e, idx), len(idx))
+    ef = np.asarray(ctx.to_float(e), dtype=float)
+    ok = B.ok & (ef[:, 0] > 0) & np.all(np.isfinite(np.asarray(ctx.to_float(vals), dtype=float)), axis=1)
+    return vals[:, :3], mags[:, :3], vals[:, 3:12].reshape(-1, 3, 3), ok
+
+
+def _residual(ctx, e, I, A):
+    from .solver import _relative_residual
+
+    return _relative_residual(ctx, e, I, A)
+
+
+def solve_bulk_closed(ctx, p: _Points, idx, linear: bool):
+    """Newton on e = I(e) in closed form at the points ``idx`` (one a1 = 0 group); returns (e, residual,
+    converged mask, error bound of e (P, 3), Newton iterations)."""
+    from .solver import _initial_guess
+
+    kern = closed_kernel("newton", linear, ctx.lambdify_modules)
+    eye = ctx.convert(np.eye(3))[None]
+    e = _initial_guess(ctx, p.gamma[idx])
+    I, A, JI, ok = _newton_map(ctx, p, e, idx, kern)
+    res = np.where(ok, _residual(ctx, e, I, A), np.inf)
+    merit = np.where(ok, res, np.inf)
+    # aim past the tolerance (the error of e is the residual times the condition of I − ∫∂g/∂e)
+    target = float(ctx.tol) * 1e-3
+    active = np.nonzero(ok & (res > target))[0]
+    dead = ~ok
+    done = np.zeros(len(res), dtype=bool)
+    iterations = 0
+    for _ in range(NEWTON_MAX_ITER):
+        if not active.size:
+            break
+        iterations += 1
+        with np.errstate(all="ignore"):
+            step = ctx.solve(eye - JI[active], e[active] - I[active])
+        t = 1.0
+        pending, pstep = active, step
+        for _ in range(30):
+            trial = e[pending] - ctx.convert(t) * pstep
+            I_t, A_t, JI_t, ok_t = _newton_map(ctx, p, trial, idx[pending], kern)
+            with np.errstate(all="ignore"):
+                r_t = np.where(ok_t, _residual(ctx, trial, I_t, A_t), np.inf)
+            near = merit[pending] <= float(ctx.tol)   # converged: only steps that improve
+            better = ok_t & np.where(near, r_t < 0.5 * merit[pending],
+                                     (r_t < 1e4 * merit[pending]) | (r_t <= float(ctx.tol)))
+            took = pending[better]
+            e[took], I[took], A[took], JI[took] = trial[better], I_t[better], A_t[better], JI_t[better]
+            res[took] = merit[took] = r_t[better]
+            pending, pstep = pending[~better], pstep[~better]
+            if not pending.size:
+                break
+            t *= 0.5
+        stalled = pending[merit[pending] <= float(ctx.tol)]
+        dead[np.setdiff1d(pending, stalled)] = True
+        done[stalled] = True
+        active = np.nonzero(~dead & ~done & (res > target))[0]
+    ef = np.asarray(ctx.to_float(e), dtype=float)
+    conv = (res <= float(ctx.tol)) & (ef[:, 1] > -1e-9) & (ef[:, 1] < 1 + 1e-9) & ~dead
+    # the error of e that the error of the map I (u·magnitude) causes: |(I − ∫∂g/∂e)^{-1}| u·A
+    u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
+    with np.errstate(all="ignore"):
+        Jf = np.eye(3)[None] - np.asarray(ctx.to_float(JI), dtype=float)
+        ok = np.all(np.isfinite(Jf), axis=(1, 2))
+        de = np.full(ef.shape, np.inf)
+        if ok.any():
+            Jinv = np.full(Jf.shape, np.nan)
+            Jinv[ok] = np.linalg.pinv(Jf[ok])
+            scale = np.maximum(np.asarray(ctx.to_float(A[ok]), dtype=float), np.abs(ef[ok]))
+            err = scale * np.maximum(u, np.asarray(res[ok], dtype=float)[:, None])
+            de[ok] = np.einsum("pij,pj->pi", np.abs(Jinv[ok]), err)
+    conv &= np.all(np.isfinite(de), axis=1)
+    return e, res, conv, de, iterations
+
+
+def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None):
+    r"""T (P, 9), U (P, 3), Ṫ (P, 9) in closed form (the same as
+    :func:`symattn.backends.solver.regular_traces`, without quadrature), the amplification of
+    rounding in them (P,) and the mask of points whose roots stay off the support.
+
+    ``noise``: a random generator; every basis integral is then perturbed by its error estimate
+    u·magnitude (:func:`attention_closed` measures the effect on E_A)."""
+    from .solver import REGULAR_MIN_P
+
+    mods = ctx.lambdify_modules
+    n = len(idx)
+    eye = ctx.convert(np.eye(3))[None]
+    rc, g, a, s, dd = (v[idx] for v in (p.rc, p.gamma, p.a1, p.s2, p.d))
+    w = g + s * e[:, 1]
+    Pv = w * e[:, 0]
+    b0v, b1v = rc * (dd - a) - s * e[:, 2], rc * a
+    rargs = (Pv, e[:, 1], e[:, 2], rc, g, a, s, dd)
+    tang = closed_kernel("tangent", linear, mods)
+    kern = closed_kernel("regular-kernels", linear, mods)
+    L = max(tang.moments, kern.moments)
+    B = _perturbed(ctx, basis(ctx, rc, b0v, b1v, w, s * Pv, L, linear), noise)
+    Bt = _sub_basis(B, L, tang.moments, tang.n)
+    Bk = _sub_basis(B, L, kern.moments, kern.n)
+    tv, tm = integrate(ctx, tang, Bt, rargs, n)
+    J = tv[:, :9].reshape(-1, 3, 3)
+    x_dot = ctx.solve(eye - J, tv[:, 9:12])
+    if bump is not None:
+        x_dot = bump(x_dot)
+    kargs = rargs + (x_dot[:, 0], x_dot[:, 1], x_dot[:, 2])
+    kv, km = integrate(ctx, kern, Bk, kargs, n)
+    kvc, kmc = integrate(ctx, kern, Bk, kargs, n, continuous=True)
+    T, T_dot = kv[:, :9].copy(), kv[:, 11:20].copy()
+    amp = np.maximum(_amp(ctx, kv, km), _amp(ctx, tv, tm))
+    small = np.nonzero(np.asarray(ctx.to_float(Pv), dtype=float) < REGULAR_MIN_P)[0]
+    if small.size:  # e1 bounded: the (e1, e2, e3) form (as in regular_traces)
+        sub = idx[small]
+        es = e[small]
+        newton = closed_kernel("newton", linear, mods)
+        sens = closed_kernel("sensitivity", linear, mods)
+        ek = closed_kernel("resolvent-kernels", linear, mods)
+        L2 = max(newton.moments, sens.moments, ek.moments)
+        b0s, b1s, D0s, D1s = _intermediates_e(p, es, sub)
+        Be = _perturbed(ctx, basis(ctx, rc[small], b0s, b1s, D0s, D1s, L2, linear), noise)
+        eargs = _eargs(p, es, sub)
+        nv, nm = integrate(ctx, newton, _sub_basis(Be, L2, newton.moments, newton.n), eargs, small.size)
+        sv, sm = integrate(ctx, sens, _sub_basis(Be, L2, sens.moments, sens.n), eargs, small.size)
+        e_dot = ctx.solve(eye - nv[:, 3:12].reshape(-1, 3, 3), sv)
+        if bump is not None:
+            e_dot = bump(e_dot)
+        ev, em = integrate(ctx, ek, _sub_basis(Be, L2, ek.moments, ek.n),
+                           eargs + (e_dot[:, 0], e_dot[:, 1], e_dot[:, 2]), small.size)
+        T[small], T_dot[small] = ev[:, :9], ev[:, 9:]
+        amp[small] = np.maximum(amp[small], np.maximum(_amp(ctx, ev, em), _amp(ctx, nv, nm)))
+        B.ok[small] &= Be.ok
+    c_ = rc**2
+    above = np.where(np.asarray(ctx.to_float(c_), dtype=float) > 1, c_ - 1, 0 * c_)
+    U = np.empty((n, 3), dtype=T.dtype)
+    U[:, 0] = kvc[:, 9] - above / c_
+    U[:, 1] = -e[:, 1] / c_
+    U[:, 2] = kv[:, 10]
+    amp = np.maximum(amp, _amp(ctx, kvc[:, 9:10], kmc[:, 9:10]))
+    return T, U, T_dot, amp, B.ok
+
+
+def _perturbed(ctx, B: Basis, noise):
+    """``B`` with each basis integral moved by r·u·magnitude, r ~ U(−1, 1) (``noise`` a generator; None: ``B``)."""
+    if noise is None:
+        return B
+    u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
+    r = noise.uniform(-1, 1, B.mag.shape) * u * B.mag
+    return Basis(cont=B.cont + ctx.convert(r), mag=B.mag, atom=B.atom, ok=B.ok, roots=B.roots)
+
+
+def _sub_basis(B: Basis, L: int, moments: int, n: int) -> Basis:
+    """The basis restricted to the first ``moments`` moments (``B`` has L)."""
+    keep = list(range(moments)) + list(range(L, L + 2 * n))
+    return Basis(cont=B.cont[:, keep], mag=B.mag[:, keep], atom=B.atom, ok=B.ok, roots=B.roots)
+
+
+def _amp(ctx, vals, mags):
+    """max over items of magnitude/|value| (1 where both vanish)."""
+    v = np.abs(np.asarray(ctx.to_float(vals), dtype=float))
+    with np.errstate(all="ignore"):
+        r = np.where(mags == 0, 1.0, mags / v)
+    r = np.where(np.isnan(r), np.inf, r)
+    return np.max(r, axis=1) if r.ndim == 2 else r
+
+
+def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=None):
+    r"""E_A = −γ² F'(γ) and F at P points in closed form (docs/theory.md §5.8, §6).
+
+    Returns a dict of (P,) arrays: ``E``, ``F``, ``e`` (P, 3), ``residual``, ``precision`` (the
+    estimated relative error of E_A) and ``ok`` (solved here; the other points are NaN and are for
+    the quadrature solver).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symattn.backends.context import FloatContext
+    >>> out = attention_closed(FloatContext(), 0.5, [0.1, 1.0], 0.6, 0.03, 0.0, np.eye(3), 1)
+    >>> bool(out["ok"].all()), bool(out["E"][0] < out["E"][1])
+    (True, True)
+    """
+    from .solver import kernel_coefficients, woodbury
+
+    work = ctx
+    if ctx.name == "mpmath":
+        from .context import MPContext
+
+        work = MPContext(ctx.dps + GUARD_DIGITS)
+    with work:
+        p = _Points(work, c, gamma, a1v, s2v, dv)
+        P = p.P
+        dtype = object if ctx.name == "mpmath" else float
+        E = np.full(P, np.nan, dtype=dtype)
+        F = np.full(P, np.nan, dtype=dtype)
+        e_all = np.full((P, 3), np.nan, dtype=dtype)
+        res_all = np.full(P, np.inf)
+        prec = np.full(P, np.inf)
+        ok_all = np.zeros(P, dtype=bool)
+        iterations = 0
+        a1f = np.asarray(work.to_float(p.a1), dtype=float)
+        gram_w = work.convert(gram)
+        for linear in (False, True):
+            idx = np.nonzero((a1f == 0) == linear)[0]
+            if not idx.size:
+                continue
+            with np.errstate(all="ignore"):
+                e, res, conv, de, its = solve_bulk_closed(work, p, idx, linear)
+            iterations += its
+            if not conv.any():
+                continue
+            idx, e, res, de = idx[conv], e[conv], res[conv], de[conv]
+            with np.errstate(all="ignore"):
+                T, U, T_dot, amp, okb = closed_traces(work, p, e, idx, linear)
+                gq = np.broadcast_to(gram_w, (len(idx),) + np.shape(gram_w)[-2:])
+                if np.ndim(gram_w) == 3 and np.shape(gram_w)[0] == P:
+                    gq = gram_w[idx]
+                A = kernel_coefficients(work, p.a1[idx], gq, rank) if coefficients is None else coefficients[idx]
+                args = (A, gq, rank, p.rc[idx])
+                kw = dict(a1=p.a1[idx] if coefficients is None else None)
+                Fv, Fd = woodbury(work, T, T_dot, *args, centred=U, **kw)
+                Ev = -(p.gamma[idx] ** 2) * Fd
+                est = _precision(work, T, U, T_dot, args, kw, Ev, p.gamma[idx], res)
+                rng = np.random.default_rng(2024)
+                E0 = np.abs(np.asarray(work.to_float(Ev), dtype=float))
+                for _ in range(2):  # the basis integrals moved by their error estimates
+                    ep = e + work.convert(de * rng.uniform(-1, 1, de.shape))
+                    Tp, Up, Tdp, _, _ = closed_traces(work, p, ep, idx, linear, noise=rng)
+                    _, Fdp = woodbury(work, Tp, Tdp, *args, centred=Up, **kw)
+                    dE = np.abs(np.asarray(work.to_float(-(p.gamma[idx] ** 2) * Fdp - Ev), dtype=float))
+                    est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
+            good = okb & np.isfinite(est)
+            limit = CLOSED_ACCEPT if ctx.name == "numpy" else 10.0 ** (6 - ctx.dps)
+            good &= est <= limit
+            sel = idx[good]
+            E[sel], F[sel], e_all[sel] = Ev[good], Fv[good], e[good]
+            res_all[sel], prec[sel], ok_all[sel] = np.asarray(res[good], float), est[good], True
+    if ctx.name == "mpmath":
+        with ctx:
+            conv = np.frompyfunc(lambda v: +v if isinstance(v, mpmath.mpf) else v, 1, 1)
+            E, F, e_all = (np.asarray(conv(x), dtype=object) for x in (E, F, e_all))
+    return {"E": E, "F": F, "e": e_all, "residual": res_all, "precision": prec, "ok": ok_all,
+            "iterations": iterations}
+
+
+def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2):
+    """κ·max(16u, residual), κ from perturbing T, U, Ṫ by relative δ = 2⁸u (as
+    :func:`symattn.backends.solver.precision_estimate`)."""
+    from .solver import woodbury
+
+    u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
+    delta = u * 2.0**8
+    rng = np.random.default_rng(12345)
+    E0 = np.abs(np.asarray(ctx.to_float(E), dtype=float))
+    kappa = np.zeros(E0.shape)
+
+    def bump(x):
+        return x * (1 + ctx.convert(delta) * ctx.convert(rng.uniform(-1, 1, np.shape(x))))
+
+    for _ in range(draws):
+        with np.errstate(all="ignore"):
+            _, Fd = woodbury(ctx, bump(T), bump(T_dot), *args, centred=bump(U), **kw)
+            dE = np.abs(np.asarray(ctx.to_float(-(g**2) * Fd - E), dtype=float))
+            k = np.where(dE == 0, 0.0, dE / (E0 * delta))
+        kappa = np.maximum(kappa, np.where(np.isnan(k), np.inf, k))
+    floor = np.maximum(16 * u, np.asarray(res, dtype=float))
+    return np.maximum(kappa, 1.0) * floor
+
+
+#: accepted values of ``method`` (:func:`symattn.theory.solve`), and the default
+METHODS = ("closed", "quadrature")
+DEFAULT = "closed"
+
+
+def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=None, method: str = "closed"):
+    r"""E_A, F, e, residual, precision and the method at P points: the closed form where it applies
+    (:func:`attention_closed`), the quadrature solver elsewhere (docs/theory.md §5.8).
+
+    Returns a dict of (P,) arrays as :func:`symattn.theory.solve` needs them, with ``closed``
+    (1.0 where the closed form solved the point, 0.0 where quadrature did) and ``iterations``
+    (Newton iterations of the closed form plus those of the quadrature solver).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symattn.backends.context import FloatContext
+    >>> out = attention_points(FloatContext(), 0.5, [1e-3, 1.0], 0.6, 0.03, 0.0, np.eye(3), 1)
+    >>> out["closed"].tolist()
+    [1.0, 1.0]
+    """
+    from .solver import _points, attention_error, precision_estimate
+
+    P, (cv, gv) = _points(ctx, c, gamma)
+    dtype = object if ctx.name == "mpmath" else float
+    dvec = np.broadcast_to(np.asarray(dv, dtype=dtype), (P,)) if np.ndim(dv) else None
+    out = {"E": np.full(P, np.nan, dtype=dtype), "F": np.full(P, np.nan, dtype=dtype),
+           "e": np.full((P, 3), np.nan, dtype=dtype), "residual": np.zeros(P), "precision": np.zeros(P),
+           "closed": np.zeros(P), "iterations": 0}
+    todo = np.arange(P)
+    if method == "closed":
+        got = attention_closed(ctx, cv, gv, a1v, s2v, dv if dvec is None else dvec, gram, rank)
+        ok = got["ok"]
+        for key in ("E", "F", "e", "residual", "precision"):
+            out[key][ok] = got[key][ok]
+        out["closed"][ok] = 1.0
+        out["iterations"] += got["iterations"]
+        todo = np.nonzero(~ok)[0]
+    if todo.size:
+        d_sub = dv if dvec is None else np.asarray(dvec[todo], dtype=dtype)
+        E, F, sol = attention_error(ctx, cv[todo], gv[todo], a1v, s2v, d_sub, gram, rank, point_info=point_info)
+        out["E"][todo], out["F"][todo], out["e"][todo] = E, F, sol.e
+        out["residual"][todo] = np.asarray(sol.residual, float)
+        out["precision"][todo] = precision_estimate(ctx, sol, gram, rank, E)
+        out["iterations"] += sol.iterations
+    return out

@@ -1,0 +1,194 @@
+r"""``symattn solve --weights``: the general-W theory (docs/theory.md §12) from the command line.
+
+``--weights FILE.npy`` (a p×p array, read with ``allow_pickle=False``) or ``minilm:LAYER[:HEAD]``
+(all-MiniLM-L6-v2, W_KᵀW_Q of the layer or of one head, scaled to ‖W‖_F²/p = 1,
+:func:`symattn.realweights.layer_weight`); ``--mu zero|top|FILE.npy`` with ``top`` = √snr times
+the top eigenvector of (W + Wᵀ)/2 (``--snr``, default 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParameterError
+
+__all__ = ["load_weights", "load_mu", "weights_data", "run_weights"]
+
+
+def load_weights(spec: str) -> tuple:
+    """The matrix named by ``--weights`` and a description: ``FILE.npy`` or ``minilm:LAYER[:HEAD]``.
+
+    Parameters
+    ----------
+    spec : str
+
+    Returns
+    -------
+    (numpy.ndarray, str)
+
+    Examples
+    --------
+    >>> load_weights("minilm:9")
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid layer=9: allowed an integer 0 <= layer <= 5
+    """
+    from ..backends.general_w import check_weights
+
+    if not isinstance(spec, str) or not spec:
+        raise ParameterError("weights", spec, "FILE.npy or minilm:LAYER[:HEAD]")
+    if spec.startswith("minilm:"):
+        from .. import realweights as rw
+
+        parts = spec.split(":")[1:]
+        if len(parts) not in (1, 2) or not all(x.strip().isdigit() for x in parts):
+            raise ParameterError("weights", spec, "minilm:LAYER or minilm:LAYER:HEAD with integers LAYER, HEAD")
+        layer = int(parts[0])
+        head = int(parts[1]) if len(parts) == 2 else None
+        if not 0 <= layer < rw.MINILM_LAYERS:
+            raise ParameterError("layer", layer, f"an integer 0 <= layer <= {rw.MINILM_LAYERS - 1}")
+        W = rw.layer_weight(rw.load_minilm(), layer, head=head)
+        return W, f"MiniLM layer {layer}" + ("" if head is None else f" head {head}") + " (unit scale)"
+    if not spec.endswith(".npy"):
+        raise ParameterError("weights", spec, "a .npy file or minilm:LAYER[:HEAD]")
+    try:
+        W = np.load(spec, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ParameterError("weights", spec, f"a readable .npy file holding a p×p array ({exc})") from None
+    return check_weights(W), spec
+
+
+def load_mu(spec, W, snr=None) -> tuple:
+    """μ named by ``--mu``: 'zero', 'top' (√snr·top eigenvector of (W + Wᵀ)/2, snr default 1) or FILE.npy.
+
+    Parameters
+    ----------
+    spec : str or None
+    W : numpy.ndarray
+    snr : float or None
+
+    Returns
+    -------
+    (numpy.ndarray or None, str)
+
+    Examples
+    --------
+    >>> mu, text = load_mu("top", np.diag([3.0, 1.0]), snr=4.0)
+    >>> mu.tolist(), text
+    ([2.0, 0.0], 'top eigenvector of (W+W^T)/2, ||mu||^2 = 4')
+    """
+    from ..backends.general_w import check_mu
+    from ..realweights import signal_direction
+
+    if spec in (None, "zero"):
+        if snr is not None and snr != 0:
+            raise ParameterError("snr", snr, "0 or unset with --mu zero (--snr scales --mu top)")
+        return None, "0"
+    if spec == "top":
+        s = 1.0 if snr is None else float(snr)
+        return signal_direction(W, s), f"top eigenvector of (W+W^T)/2, ||mu||^2 = {s:g}"
+    if isinstance(spec, str) and spec.endswith(".npy"):
+        if snr is not None:
+            raise ParameterError("snr", snr, "unset with --mu FILE.npy (the file gives mu exactly)")
+        try:
+            mu = np.load(spec, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ParameterError("mu", spec, f"a readable .npy file holding a vector ({exc})") from None
+        mu = check_mu(mu, W.shape[0])
+        return mu, f"{spec} (||mu||^2 = {float(mu @ mu):g})"
+    raise ParameterError("mu", spec, "zero, top or FILE.npy")
+
+
+def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str = "f", n=None) -> dict:
+    """The ``symattn solve --weights --json`` object (without provenance).
+
+    Parameters
+    ----------
+    act : activation spec
+    c : float or list of float
+    gamma : list of float
+    W : numpy.ndarray
+    mu : numpy.ndarray or None
+    model : {'both', 'attention', 'linear'}
+    diagonal : {'f', 'zero'}
+    n : int or None
+        Must equal round(p/c) when given.
+
+    Returns
+    -------
+    dict
+        ``{"gamma", "E_attention", "E_linear", "p", "n", "omega", "rho", "tau", "t"}``; with several c,
+        ``"c"`` and E_* as rows (one per c), ``"n"`` a list.
+
+    Examples
+    --------
+    >>> d = weights_data("tanh", 0.5, [1.0], np.eye(20), model="attention")
+    >>> d["p"], d["n"], round(d["rho"], 6)
+    (20, 40, 1.0)
+    """
+    from ..activations.activation import activation
+    from ..backends.general_w import check_mu, check_weights, general_w_constants
+    from ..model import check_c, check_gamma
+    from ..theory import memorization_error
+
+    W = check_weights(W)
+    mu = check_mu(mu, W.shape[0])
+    items = list(c) if isinstance(c, (list, tuple, np.ndarray)) else [c]
+    cs = [float(check_c(ci)) for ci in items]
+    gamma = np.atleast_1d(check_gamma(gamma)).astype(float).ravel()
+    f = activation(act)
+    k = general_w_constants(f, W, mu)
+    p = W.shape[0]
+    models = ["attention", "linear"] if model == "both" else [model]
+    rows = {m: [] for m in models}
+    ns = []
+    for ci in cs:
+        E = memorization_error(f, ci, gamma, model=model, n=n, diagonal=diagonal, weights=W, mu=mu)
+        E = E if model == "both" else {model: E}
+        for m in models:
+            rows[m].append(np.asarray(E[m], dtype=float).tolist())
+        ns.append(int(round(p / ci)))
+    several = len(cs) > 1
+    out = {"c": cs} if several else {}
+    out["gamma"] = gamma.tolist()
+    for m in models:
+        out[f"E_{m}"] = rows[m] if several else rows[m][0]
+    out.update({"p": p, "n": ns if several else ns[0], "omega": k.omega, "rho": k.rho, "tau": k.tau,
+                "a1": k.a1, "s2": k.s2, "t": k.t})
+    return out
+
+
+def run_weights(args) -> int:
+    """``symattn solve --weights ...``: the table or JSON of the general-W theory."""
+    from .common import EXIT_OK, fmt, format_table, print_json, with_provenance
+
+    others = [flag for flag in ("wk2", "wq2", "mu_wk", "mu_wq", "wk_wq") if getattr(args, flag, None) is not None]
+    if others or getattr(args, "aligned", False):
+        bad = others[0] if others else "aligned"
+        raise ParameterError(bad.replace("_", "-"), getattr(args, bad, True),
+                             "unset with --weights (give mu with --mu and --snr)")
+    if getattr(args, "finite_p", False):
+        raise ParameterError("finite-p", True, "unset with --weights (the general-W theory keeps W exactly)")
+    if args.backend != "numpy":
+        raise ParameterError("backend", args.backend, "numpy with --weights")
+    W, wtext = load_weights(args.weights)
+    mu, mtext = load_mu(args.mu, W, args.snr)
+    data = weights_data(args.activation, list(args.c), args.gamma, W, mu, args.model, args.diagonal, args.n)
+    if args.json:
+        params = {"command": "solve", "activation": args.activation, "c": list(args.c), "gamma": list(args.gamma),
+                  "weights": args.weights, "mu": args.mu or "zero", "snr": args.snr, "model": args.model,
+                  "diagonal": args.diagonal, "n": args.n}
+        print_json(with_provenance(data, params, backend="numpy", dtype="float64"))
+        return EXIT_OK
+    print(f"activation {args.activation}; W = {wtext}: p = {data['p']}, ||W||_F^2/p = {fmt(data['omega'])}, "
+          f"rho = tr W^2/||W||_F^2 = {fmt(data['rho'])}, tau = {fmt(data['tau'])}")
+    print(f"mu = {mtext}; t = mu^T W mu/sqrt(p) = {fmt(data['t'])}; general-W theory (docs/theory.md §12)")
+    keys = [k for k in ("E_attention", "E_linear") if k in data]
+    if "c" not in data:
+        rows = [[fmt(g)] + [fmt(data[k][i], 8) for k in keys] for i, g in enumerate(data["gamma"])]
+        print(format_table(["gamma"] + keys, rows, align="r" * (1 + len(keys))))
+    else:
+        rows = [[fmt(c), fmt(g)] + [fmt(data[k][j][i], 8) for k in keys]
+                for j, c in enumerate(data["c"]) for i, g in enumerate(data["gamma"])]
+        print(format_table(["c", "gamma"] + keys, rows, align="r" * (2 + len(keys))))
+    return EXIT_OK

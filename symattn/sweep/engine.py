@@ -1,0 +1,313 @@
+r"""The sweep engine: tasks (point, draw) run serially or on dask.distributed, each stored as it finishes.
+
+A task is one (point, draw), a point being one value of every swept key except γ: every γ of a
+draw comes from one eigendecomposition (or tridiagonalisation) of the draw's M, so splitting γ
+into tasks would repeat the O(n³) work for nothing. A task's seed is derived from the spec's
+seed and the point's parameters (:meth:`SweepSpec.entropy`), so the stored numbers do not depend
+on the engine, on the number of workers or on the order in which tasks finish -- at fixed BLAS
+threads, which the engine sets itself:
+
+- on a cluster (embedded ``LocalCluster`` or ``--scheduler``) every task runs with one BLAS /
+  OpenMP thread (threadpoolctl, and ``torch.set_num_threads(1)`` for the torch backend): the
+  tasks already fill the cores, more threads would only oversubscribe them;
+- serially, :func:`symattn.threads.auto_threads` decides (one thread below n = 800, else the
+  idle cores: all of them for one large draw on an idle machine, one on a busy one). Stores made
+  serially at n >= 800 with more than one thread may differ from cluster ones in the last bits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from ..errors import ParameterError
+from .spec import SweepSpec, load_spec
+from .store import THEORY, Writer, check_store, create_store, done_mask, open_store
+
+__all__ = ["sweep", "open_sweep", "run_task", "theory_arrays", "agreement"]
+
+
+# ----------------------------------------------------------------------------- threads
+def task_threads(threads, n: int, backend: str):
+    """BLAS/OpenMP threads of one task: ``threads`` exactly (numpy's BLAS and torch), or None for the
+    choice of :func:`symattn.threads.auto_threads` (made inside :func:`symattn.simulate`)."""
+    from ..threads import limit_threads
+
+    if threads is None:
+        return contextlib.nullcontext()
+    return limit_threads(int(threads), torch=backend == "torch" or None)
+
+
+# ----------------------------------------------------------------------------- one task
+def run_task(task: dict, threads=None):
+    r"""Run one task (point, draw): draw k of ``simulate(..., seed=SeedSequence(entropy))``.
+
+    Parameters
+    ----------
+    task : dict
+        ``index``, ``point`` (activation, c, n, geometry keys, diagonal), ``draw`` k, ``entropy``,
+        ``gamma``, ``aligned`` and ``backend`` (what :meth:`SweepSpec.tasks` gives, plus the last three).
+    threads : int or None
+        BLAS/OpenMP threads (None: :func:`symattn.threads.auto_threads`).
+
+    Returns
+    -------
+    tuple
+        ``(index, {"E_attention": array, "E_linear": array}, seconds)``.
+
+    Examples
+    --------
+    >>> from symattn.sweep import SweepSpec
+    >>> s = SweepSpec.from_dict({"n": 40, "draws": 1, "gamma": [1.0]})
+    >>> t = dict(s.tasks()[0], gamma=s.gamma, aligned=False, backend="numpy")
+    >>> idx, vals, _ = run_task(t, threads=1)
+    >>> idx, sorted(vals), 0 < float(vals["E_attention"][0]) < 1
+    ((0,), ['E_attention', 'E_linear'], True)
+    """
+    from ..model import Geometry
+    from ..montecarlo import simulate
+
+    t0 = time.perf_counter()
+    pt = task["point"]
+    geo = Geometry.aligned(pt["snr"]) if task.get("aligned") else Geometry(
+        **{k: pt[k] for k in ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")})
+    seed = np.random.SeedSequence(task["entropy"], n_children_spawned=int(task["draw"]))
+    backend = task.get("backend", "numpy")
+    with task_threads(threads, int(pt["n"]), backend):
+        res = simulate(pt["activation"], n=int(pt["n"]), c=float(pt["c"]), gamma=task["gamma"], geometry=geo,
+                       draws=1, seed=seed, backend=backend, diagonal=pt["diagonal"], progress=False)
+    return (tuple(task["index"]), {"E_attention": res.attention[0], "E_linear": res.linear[0]},
+            time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------- theory
+def theory_arrays(spec: SweepSpec) -> dict:
+    """The deterministic equivalents of every point: ``{"theory_attention", "theory_linear"}``.
+
+    :func:`symattn.solve` (model 'both', with the point's n for the finite-p diagonal d_n, errors
+    'nan'), shape ``spec.shape + (len(gamma),)``.
+    """
+    from ..theory import solve
+
+    G = len(spec.gamma)
+    out = {name: np.full(spec.shape + (G,), np.nan) for name in THEORY}
+    gamma = np.asarray(spec.gamma, dtype=float)
+    for idx, pt in spec.points():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # failed points are NaN; FiniteSizeWarning is the user's to judge
+            r = solve(pt["activation"], c=float(pt["c"]), gamma=gamma, geometry=spec.geometry(pt), model="both",
+                      n=int(pt["n"]), diagonal=pt["diagonal"], errors="nan")
+        out["theory_attention"][idx] = np.asarray(r.attention, dtype=float)
+        out["theory_linear"][idx] = np.asarray(r.linear, dtype=float)
+    return out
+
+
+def agreement(ds) -> dict:
+    """Theory vs Monte Carlo over the stored cells: per model ``cells``, ``max_abs_z``, ``within_3se``
+    (fraction of cells with |mean − theory| <= 3 se) and ``max_rel_gap`` = max |mean − theory|/theory."""
+    out = {}
+    for model in ("attention", "linear"):
+        m, s, t = (np.asarray(ds[k], dtype=float) for k in (f"E_{model}_mean", f"E_{model}_se", f"theory_{model}"))
+        ok = np.isfinite(m) & np.isfinite(s) & np.isfinite(t) & (s > 0)
+        if not ok.any():
+            out[model] = {"cells": 0, "max_abs_z": None, "within_3se": None, "max_rel_gap": None}
+            continue
+        z = np.abs(m[ok] - t[ok]) / s[ok]
+        rel = np.abs(m[ok] - t[ok]) / np.abs(t[ok])
+        out[model] = {"cells": int(ok.sum()), "max_abs_z": float(z.max()), "within_3se": float((z <= 3).mean()),
+                      "max_rel_gap": float(rel.max())}
+    return out
+
+
+# ----------------------------------------------------------------------------- engines
+def _show(progress, total):
+    if progress is None:
+        try:
+            return total > 1 and sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+    return bool(progress)
+
+
+def _serial(tasks, writer, bar, threads):
+    for t in tasks:
+        idx, vals, _ = run_task(t, threads)
+        writer.write(idx, vals)
+        bar.update(1)
+    return 1
+
+
+@contextlib.contextmanager
+def _client(scheduler, workers):
+    """A dask Client: of an embedded LocalCluster (scheduler None) or of the running scheduler at that address."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise ParameterError("scheduler", scheduler, "'serial' (dask.distributed is not installed)",
+                             hint=f"pip install 'symattn[dask]' ({exc})") from None
+    import logging
+
+    with contextlib.ExitStack() as stack:
+        if scheduler is None:
+            nw = workers or os.cpu_count() or 1
+            cluster = stack.enter_context(LocalCluster(n_workers=nw, threads_per_worker=1, processes=True,
+                                                       dashboard_address=None, silence_logs=logging.ERROR))
+            client = stack.enter_context(Client(cluster))
+        else:
+            try:
+                client = stack.enter_context(Client(scheduler, timeout=30))
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise ParameterError("scheduler", scheduler, "the address of a running dask scheduler "
+                                     "(tcp://HOST:PORT)", hint=str(exc)) from None
+            if workers:
+                client.wait_for_workers(workers, timeout=120)
+        yield client
+
+
+def _dask(client, tasks, writer, bar, key_prefix):
+    from dask.distributed import as_completed
+
+    nworkers = len(client.scheduler_info().get("workers", {}))
+    futures = [client.submit(run_task, t, 1, key=f"{key_prefix}-{'-'.join(map(str, t['index']))}", pure=False)
+               for t in tasks]
+    try:
+        for fut in as_completed(futures):
+            idx, vals, _ = fut.result()
+            writer.write(idx, vals)
+            bar.update(1)
+            fut.release()
+    except BaseException:
+        client.cancel(futures)
+        raise
+    return nworkers
+
+
+def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=None) -> dict:
+    r"""Run (or resume) a sweep: every missing task (point, draw) of ``spec``, stored in ``store`` as it finishes.
+
+    Each task is one exact Monte Carlo draw (:func:`symattn.simulate`, docs/theory.md §2) of
+    E_A(γ) = γ² ŷᵀ(M+γ)^{-2}ŷ and E_LR(γ) for every γ of the spec; the deterministic
+    equivalents (:func:`symattn.solve`) are stored with them. Tasks already in the store are
+    reused, never recomputed; a store made by a different spec is refused.
+
+    Parameters
+    ----------
+    spec : str, pathlib.Path, dict or SweepSpec
+        The spec (:func:`symattn.sweep.load_spec`): a TOML file, TOML text or a dict.
+    store : str or pathlib.Path
+        The store folder (zarr; created when missing or empty).
+    scheduler : None, 'serial' or str
+        None: an embedded ``LocalCluster`` with ``workers`` single-threaded worker processes
+        (default: one per core); 'serial': in this process, no dask; else the address of a
+        running dask scheduler (``tcp://HOST:PORT``), whose workers must import symattn.
+    workers : int or None
+        Embedded cluster: its number of workers. External scheduler: wait for this many workers.
+    progress : None, bool
+        A tqdm bar with ETA on stderr (None: when stderr is a terminal).
+    threads : int or None
+        BLAS threads of a serial task (None: :func:`symattn.threads.auto_threads`); cluster
+        tasks always use one.
+
+    Returns
+    -------
+    dict
+        ``tasks``, ``computed``, ``reused``, ``store``, ``points`` (grid points × γ), ``grid_points``,
+        ``draws``, ``gamma``, ``engine``, ``workers``, ``seconds``, ``agreement``
+        (:func:`agreement`) and ``provenance``.
+
+    Examples
+    --------
+    >>> import tempfile, symattn as sa
+    >>> d = tempfile.mkdtemp() + "/store"
+    >>> s = sa.sweep({"c": [0.5, 1.0], "gamma": [1.0], "n": 40, "draws": 2}, store=d, scheduler="serial")
+    >>> s["tasks"], s["computed"], s["reused"]
+    (4, 4, 0)
+    >>> sa.sweep({"c": [0.5, 1.0], "gamma": [1.0], "n": 40, "draws": 2}, store=d, scheduler="serial")["reused"]
+    4
+    """
+    from tqdm.auto import tqdm
+
+    from ..provenance import provenance
+
+    spec = load_spec(spec)
+    if workers is not None:
+        from ..validation import check_int
+
+        workers = check_int("workers", workers, 1, 4096)
+    if threads is not None:
+        from ..validation import check_int
+
+        threads = check_int("threads", threads, 1, 4096)
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise ParameterError("scheduler", scheduler, "None, 'serial' or a scheduler address tcp://HOST:PORT")
+    prov = provenance(spec.canonical(), seed=int(spec.values["seed"]), backend=spec.values["backend"],
+                      dtype="float64")
+    t0 = time.perf_counter()
+    exists = check_store(store, spec)
+    all_tasks = spec.tasks()
+    done = done_mask(store, spec) if exists else np.zeros(spec.shape + (spec.draws,), dtype=bool)
+    extra = {"gamma": spec.gamma, "aligned": bool(spec.values["aligned"]), "backend": spec.values["backend"]}
+    missing = [dict(t, **extra) for t in all_tasks if not done[t["index"]]]
+    engine = "serial" if scheduler == "serial" else ("local-cluster" if scheduler is None else "scheduler")
+    nworkers = 0
+    with contextlib.ExitStack() as stack:
+        # a cluster first (a wrong address fails before any work), only when there is work to do
+        client = stack.enter_context(_client(scheduler, workers)) if missing and engine != "serial" else None
+        if not exists:
+            create_store(store, spec, theory_arrays(spec), provenance=prov)
+        writer = Writer(store)
+        with tqdm(total=len(missing), desc="sweep", unit="task", file=sys.stderr, leave=False,
+                  disable=not _show(progress, len(missing))) as bar:
+            if missing:
+                if client is None:
+                    nworkers = _serial(missing, writer, bar, threads)
+                else:
+                    nworkers = _dask(client, missing, writer, bar, "symattn-sweep-" + spec.fingerprint[:16])
+    ds = open_store(store)
+    return {"tasks": len(all_tasks), "computed": len(missing), "reused": len(all_tasks) - len(missing),
+            "store": str(store), "points": int(math.prod(spec.shape)) * len(spec.gamma),
+            "grid_points": int(math.prod(spec.shape)), "draws": spec.draws, "gamma": spec.gamma,
+            "dims": list(spec.dims), "engine": engine, "workers": nworkers,
+            "seconds": time.perf_counter() - t0, "agreement": agreement(ds), "provenance": prov}
+
+
+def open_sweep(store):
+    """The results of a sweep as an :class:`xarray.Dataset` (loaded into memory).
+
+    One dimension per swept key, ``draw`` and ``gamma``. Variables: ``E_attention`` and
+    ``E_linear`` per draw (NaN where not computed yet), ``E_attention_mean``/``_se`` and
+    ``E_linear_mean``/``_se`` (mean over the stored draws and std(ddof=1)/√draws),
+    ``theory_attention``/``theory_linear`` (:func:`symattn.solve`), ``done`` and ``draws_done``.
+    The store itself is a zarr group: ``xarray.open_zarr(store)`` reads it without symattn.
+
+    Parameters
+    ----------
+    store : str or pathlib.Path
+        The store folder of :func:`sweep`.
+
+    Returns
+    -------
+    xarray.Dataset
+        The stored results with the mean and standard error over draws added.
+
+    Raises
+    ------
+    ParameterError
+        ``store`` when the folder is not the store of a sweep.
+
+    Examples
+    --------
+    >>> import tempfile, symattn as sa
+    >>> d = tempfile.mkdtemp() + "/store"
+    >>> _ = sa.sweep({"c": [0.5, 1.0], "gamma": [0.1, 1.0], "n": 40, "draws": 2}, store=d, scheduler="serial")
+    >>> ds = sa.open_sweep(d)
+    >>> dict(ds.E_attention.sizes), bool(ds.done.all())
+    ({'c': 2, 'draw': 2, 'gamma': 2}, True)
+    """
+    return open_store(store)

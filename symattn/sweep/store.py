@@ -1,0 +1,228 @@
+r"""The persistent result store of a sweep: one zarr group, readable with xarray alone.
+
+Layout (a zarr group written by :meth:`xarray.Dataset.to_zarr`, metadata consolidated):
+
+- ``E_attention``, ``E_linear``: dims ``(*spec.dims, "draw", "gamma")``, float64, NaN until the
+  task (point, draw) has run; chunked one task per chunk, so that every task writes its own
+  chunk files and nothing else;
+- ``theory_attention``, ``theory_linear``: dims ``(*spec.dims, "gamma")``, the deterministic
+  equivalent (:func:`symattn.solve` with the point's n; NaN where it failed), written when the
+  store is created;
+- coordinates: one per grid dimension, ``draw`` (0..draws-1) and ``gamma``; the unswept keys
+  are scalar coordinates;
+- attributes: ``symattn_sweep_spec`` (the canonical spec as JSON), ``symattn_sweep_fingerprint``
+  (its sha256) and ``symattn_sweep_provenance``.
+
+The store is created whole in a temporary folder and renamed into place; after that only
+chunks are written, each atomically (zarr's local store writes a temporary file and renames it).
+A task is *done* when all of its γ values of both models are finite; a ``kill -9`` can lose at
+most the tasks whose chunks were being written, and those are simply computed again.
+
+Reading it without symattn::
+
+    import xarray as xr
+    ds = xr.open_zarr("DIR")                       # E_attention, E_linear, theory_*
+    mean = ds.E_attention.mean("draw")
+    se = ds.E_attention.std("draw", ddof=1) / ds.sizes["draw"] ** 0.5
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ParameterError
+
+__all__ = ["create_store", "check_store", "done_mask", "write_task", "open_store", "VARIABLES", "THEORY"]
+
+VARIABLES = ("E_attention", "E_linear")
+THEORY = ("theory_attention", "theory_linear")
+_SPEC_ATTR = "symattn_sweep_spec"
+_FP_ATTR = "symattn_sweep_fingerprint"
+
+
+def _need():
+    import importlib
+
+    try:
+        for name in ("xarray", "zarr"):
+            importlib.import_module(name)
+    except ImportError as exc:
+        raise ParameterError("store", "(zarr/xarray missing)", "an installed [dask] extra",
+                             hint=f"pip install 'symattn[dask]' ({exc})") from None
+
+
+def _dataset(spec, theory: dict):
+    import xarray as xr
+
+    dims = tuple(spec.dims)
+    shape = spec.shape + (spec.draws, len(spec.gamma))
+    coords = {d: np.asarray(v) for d, v in spec.coords().items()}
+    coords["draw"] = np.arange(spec.draws)
+    coords["gamma"] = np.asarray(spec.gamma, dtype=float)
+    for k in ("activation", "c", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq", "n"):
+        if k not in dims:
+            coords[k] = np.asarray(spec.values[k])
+    data = {v: (dims + ("draw", "gamma"), np.full(shape, np.nan)) for v in VARIABLES}
+    for name, arr in theory.items():
+        data[name] = (dims + ("gamma",), np.asarray(arr, dtype=float).reshape(spec.shape + (len(spec.gamma),)))
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs[_SPEC_ATTR] = json.dumps(spec.canonical(), sort_keys=True)
+    ds.attrs[_FP_ATTR] = spec.fingerprint
+    return ds
+
+
+def _read_attrs(path: Path):
+    import zarr
+
+    with contextlib.suppress(Exception):
+        g = zarr.open_group(str(path), mode="r")
+        return dict(g.attrs)
+    return None
+
+
+def check_store(path, spec) -> bool:
+    """True when ``path`` holds the store of ``spec``; False when there is none yet.
+
+    Raises
+    ------
+    ParameterError
+        ``store`` when the folder holds something else, or the store of a different spec (the
+        differing keys are named): results of two specs are never mixed.
+    """
+    _need()
+    path = Path(path)
+    if not path.exists():
+        return False
+    if not path.is_dir():
+        raise ParameterError("store", str(path), "a folder (this path is an existing file)")
+    if not any(path.iterdir()):
+        return False
+    attrs = _read_attrs(path)
+    if not attrs or _FP_ATTR not in attrs:
+        raise ParameterError("store", str(path), "an empty folder or the store of a symattn sweep",
+                             hint="this folder holds something else; pick a new --store")
+    if attrs[_FP_ATTR] != spec.fingerprint:
+        old = json.loads(attrs.get(_SPEC_ATTR, "{}"))
+        new = spec.canonical()
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        raise ParameterError("store", str(path), "the store of the same spec (results of two specs are never mixed)",
+                             hint="this store was made by a spec that differs in " + ", ".join(
+                                 f"{k} ({old.get(k)!r} there, {new.get(k)!r} here)" for k in diff)
+                             + "; use a new --store for the new spec")
+    return True
+
+
+def create_store(path, spec, theory: dict, provenance: dict | None = None) -> Path:
+    """Create the empty store of ``spec`` at ``path`` (a missing or empty folder), atomically.
+
+    ``theory`` maps :data:`THEORY` names to arrays of shape ``spec.shape + (len(gamma),)``.
+    """
+    _need()
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}-", suffix=".part", dir=parent))
+    except OSError as exc:
+        raise ParameterError("store", str(path), "a folder that can be created and written to",
+                             hint=exc.strerror or str(exc)) from None
+    try:
+        ds = _dataset(spec, theory)
+        if provenance is not None:
+            from ..formatting import jsonable
+
+            ds.attrs["symattn_sweep_provenance"] = json.dumps(jsonable(provenance), sort_keys=True)
+        G = len(spec.gamma)
+        enc = {v: {"chunks": (1,) * (len(spec.dims) + 1) + (G,), "fill_value": np.nan} for v in VARIABLES}
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zarr's notes on string dtypes of the coordinates
+            ds.to_zarr(str(tmp), mode="w", encoding=enc, consolidated=True, compute=True)
+        if path.exists():
+            path.rmdir()  # an empty folder (check_store said so)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _group(path):
+    import zarr
+
+    return zarr.open_group(str(path), mode="r+")
+
+
+def done_mask(path, spec) -> np.ndarray:
+    """Boolean array of shape ``spec.shape + (draws,)``: which tasks are stored (all values finite)."""
+    g = _group(path)
+    done = np.ones(spec.shape + (spec.draws,), dtype=bool)
+    for v in VARIABLES:
+        arr = g[v]
+        try:
+            done &= np.isfinite(np.asarray(arr[...])).all(axis=-1)
+        except Exception:  # a chunk that cannot be decoded (a write cut short): read task by task
+            for idx in np.ndindex(*done.shape):
+                try:
+                    ok = bool(np.isfinite(np.asarray(arr[idx + (slice(None),)])).all())
+                except Exception:
+                    ok = False  # computed again and rewritten whole
+                done[idx] &= ok
+    return done
+
+
+class Writer:
+    """Writes finished tasks into an open store (one chunk per variable and task)."""
+
+    def __init__(self, path):
+        g = _group(path)
+        self._arrays = {v: g[v] for v in VARIABLES}
+
+    def write(self, index: tuple, values: dict) -> None:
+        for v in VARIABLES:
+            self._arrays[v][tuple(index) + (slice(None),)] = np.asarray(values[v], dtype=float)
+
+
+def write_task(path, index, values) -> None:
+    """Write one task's ``{"E_attention": array, "E_linear": array}`` (each over γ) at ``index``."""
+    Writer(path).write(index, values)
+
+
+def open_store(path):
+    """The stored :class:`xarray.Dataset` (loaded into memory) with the Monte Carlo mean and standard error.
+
+    Adds ``done`` (dims ``(*dims, "draw")``), ``draws_done`` and, for each model,
+    ``<E>_mean`` = mean over the stored draws and ``<E>_se`` = std(ddof=1)/√(draws stored)
+    (NaN with fewer than two draws).
+    """
+    _need()
+    import xarray as xr
+
+    path = Path(path)
+    if not path.is_dir():
+        raise ParameterError("store", str(path), "the folder of a sweep store")
+    try:
+        ds = xr.open_zarr(str(path), consolidated=True).load()
+    except Exception as exc:
+        raise ParameterError("store", str(path), "the folder of a sweep store", hint=str(exc)) from None
+    if _FP_ATTR not in ds.attrs:
+        raise ParameterError("store", str(path), "the folder of a sweep store (no symattn sweep attributes)")
+    done = np.isfinite(ds[VARIABLES[0]]).all("gamma")
+    for v in VARIABLES[1:]:
+        done = done & np.isfinite(ds[v]).all("gamma")
+    ds["done"] = done
+    count = done.sum("draw")
+    ds["draws_done"] = count
+    for v in VARIABLES:
+        x = ds[v].where(done)
+        ds[v + "_mean"] = x.mean("draw")
+        ds[v + "_se"] = (x.std("draw", ddof=1) / np.sqrt(count)).where(count >= 2)
+    return ds

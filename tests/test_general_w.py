@@ -1,0 +1,268 @@
+"""The general-W theory (symattn/backends/general_w.py, docs/theory.md §12).
+
+Default suite: the reduction to Theorem 1 (an independent derivation: the nine-traces Woodbury of
+§6 against the Woodbury on the pencil), the W = I bulk with a finite-p diagonal, the implicit
+derivative against finite differences of F, τ against a closed form, the API/CLI contract, and
+small-n Monte Carlo of random ensembles with a standard-error tolerance. Slow (``-m slow``): the
+n = 1000 random ensembles within max(3 se, 2 %) and the MiniLM acceptance within max(3 se, 3 %).
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import symattn as sa
+from symattn.backends import general_w as gw
+from symattn.errors import ParameterError, RealWeightsUnavailable
+
+GAMMAS = [0.01, 0.1, 1.0, 10.0]
+
+
+def _spiked(p, seed=0):
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((3, p)) / np.sqrt(p)
+    mu = 1.2 * v[0]
+    wk = 0.8 * v[1] + 0.5 * v[0]
+    wq = 0.7 * v[2] - 0.6 * v[0]
+    return mu, wk, wq
+
+
+@pytest.mark.parametrize("f", ["tanh", "relu", "gelu"])
+@pytest.mark.parametrize("c", [0.5, 2.0])
+def test_reduction_to_theorem1(f, c):
+    """W = I + w_K w_Qᵀ, μ ≠ 0: the p → ∞ form of the general-W theory (constants of N(0, 1),
+    d = lim f(√p)/√p, normalised traces of I; W and μ exact in the Woodbury step) equals Theorem 1."""
+    p = 60
+    mu, wk, wq = _spiked(p)
+    W = np.eye(p) + np.outer(wk, wq)
+    E = gw.general_w_error(sa.activation(f), c, GAMMAS, W, mu, limit=True)["E"]
+    ref = sa.memorization_error(f, c, GAMMAS, sa.Geometry.from_vectors(mu, wk[None], wq[None]))
+    np.testing.assert_allclose(E, ref, rtol=1e-10, atol=0)
+
+
+def test_identity_bulk_with_finite_p_diagonal():
+    """W = I, μ = 0 at finite p: the general-W theory (random diagonal f(q)/√p) against the §5 bulk
+    with d_n (for tanh the diagonal's law hardly matters: both agree to 1e-6)."""
+    for c in (0.5, 2.0):
+        p = 200
+        E = gw.general_w_error(sa.activation("tanh"), c, GAMMAS, np.eye(p))["E"]
+        ref = sa.memorization_error("tanh", c, GAMMAS, n=round(p / c))
+        np.testing.assert_allclose(E, ref, rtol=1e-6)
+
+
+def test_derivative_against_finite_differences():
+    """E = −γ²F' by implicit differentiation and complex steps against a central difference of F."""
+    rng = np.random.default_rng(1)
+    p = 80
+    W = rng.standard_normal((p, p)) / np.sqrt(p)
+    mu = 0.9 * rng.standard_normal(p) / np.sqrt(p) * 2
+    f = sa.activation("tanh")
+    for g in (0.05, 2.0):
+        h = 1e-5 * g
+        E = gw.general_w_error(f, 0.5, [g], W, mu)["E"][0]
+        Fp = gw.general_w_error(f, 0.5, [g - h, g + h], W, mu)["F"]
+        assert E == pytest.approx(-g * g * (Fp[1] - Fp[0]) / (2 * h), rel=1e-6)
+
+
+def test_tau_of_he2_is_rho_squared():
+    """f = x² − 1 has only a 2nd Hermite coefficient, so τ = ρ² exactly, and a1' = 0."""
+    rng = np.random.default_rng(2)
+    p = 50
+    A = rng.standard_normal((p, p))
+    W = A + 0.7 * A.T
+    k = gw.general_w_constants(sa.activation("x**2"), W)
+    rho = np.sum(W * W.T) / np.sum(W * W)
+    assert k.rho == pytest.approx(rho, rel=1e-12)
+    assert k.tau == pytest.approx(rho**2, rel=1e-9)
+    assert abs(k.a1) < 1e-9
+
+
+def test_api_contract_and_bad_input():
+    rng = np.random.default_rng(3)
+    p = 40
+    W = rng.standard_normal((p, p)) / np.sqrt(p)
+    mu = rng.standard_normal(p) / np.sqrt(p)
+    E = sa.memorization_error("tanh", 0.5, [0.1, 1.0], weights=W, mu=mu)
+    np.testing.assert_array_equal(E, gw.general_w_error(sa.activation("tanh"), 0.5, [0.1, 1.0], W, mu)["E"])
+    both = sa.memorization_error("tanh", 0.5, [0.1, 1.0], weights=W, mu=mu, model="both")
+    np.testing.assert_allclose(both["linear"], sa.memorization_error("tanh", 0.5, [0.1, 1.0], model="linear",
+                                                                      geometry=sa.Geometry(snr=float(mu @ mu))))
+    for kwargs, name in ((dict(weights=W[:, :5]), "weights"), (dict(weights=W, mu=mu[:5]), "mu"),
+                         (dict(weights=W * np.nan), "weights"), (dict(mu=mu), "weights"),
+                         (dict(weights=W, geometry=sa.Geometry(snr=1.0)), "geometry"),
+                         (dict(weights=W, backend="mpmath"), "backend"), (dict(weights=W, n=7), "n")):
+        with pytest.raises(ParameterError) as err:
+            sa.memorization_error("tanh", 0.5, 1.0, **kwargs)
+        assert err.value.name == name
+
+
+def test_simulate_is_the_same_model():
+    """sa.simulate(W=, mu=) computes K = f(XᵀWX/√p)/√p with X = μyᵀ + Z: one draw by hand."""
+    from symattn.montecarlo import draw_errors, sample_tokens
+
+    rng = np.random.default_rng(4)
+    n, p = 40, 20
+    W = rng.standard_normal((p, p)) / np.sqrt(p)
+    mu = rng.standard_normal(p) / np.sqrt(p)
+    X, y = sample_tokens(n, p, mu, np.random.default_rng(9))
+    f = sa.activation("tanh")
+    K = f.numpy(X.T @ W @ X / np.sqrt(p)) / np.sqrt(p)
+    M = K.T @ X.T @ X @ K / n
+    g = 0.3
+    r = np.linalg.solve(M + g * np.eye(n), y / np.sqrt(n))
+    E_hand = g * g * float(r @ r)
+    assert draw_errors(f, X, y, [g], W=W)["attention"][0] == pytest.approx(E_hand, rel=1e-9)
+
+
+def _ensembles(p, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((p, p))
+    out = {"ginibre": A / np.sqrt(p), "wigner": (A + A.T) / np.sqrt(2 * p)}
+    B = rng.standard_normal((p, p // 2))
+    Wi = B @ B.T
+    out["wishart"] = Wi / np.sqrt(np.sum(Wi * Wi) / p)
+    C, D = rng.standard_normal((p, p // 4)), rng.standard_normal((p // 4, p))
+    R = C @ D
+    out["rank-p/4"] = R / np.sqrt(np.sum(R * R) / p)
+    return out
+
+
+@pytest.mark.parametrize("name", ["ginibre", "wigner", "wishart", "rank-p/4"])
+def test_random_ensembles_small_n(name):
+    """n = 200, c = 0.5, μ = 0, 12 draws: within 4 se + 3 % (the 3 % allows the finite-n bias)."""
+    n, c = 200, 0.5
+    W = _ensembles(round(c * n), 3)[name]
+    E = sa.memorization_error("tanh", c, GAMMAS, weights=W)
+    r = sa.simulate("tanh", n=n, c=c, gamma=GAMMAS, W=W, draws=12, seed=5, models=("attention",), progress=False)
+    assert np.all(np.abs(E - r.attention_mean) <= 4 * r.attention_sem + 0.03 * r.attention_mean), (
+        E, r.attention_mean, r.attention_sem)
+
+
+def test_cli_weights(tmp_path, capsys):
+    from symattn.cli import main
+
+    W = np.eye(20) + 0.1 * np.ones((20, 20))
+    path = tmp_path / "w.npy"
+    np.save(path, W)
+    mu_path = tmp_path / "mu.npy"
+    np.save(mu_path, np.full(20, 0.2))
+    assert main(["solve", "-a", "tanh", "--c", "0.5", "--gamma", "0.1", "1", "--weights", str(path),
+                 "--mu", str(mu_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    ref = sa.memorization_error("tanh", 0.5, [0.1, 1.0], weights=W, mu=np.full(20, 0.2))
+    np.testing.assert_allclose(data["E_attention"], ref, rtol=1e-12)
+    assert data["p"] == 20 and data["n"] == 40
+    for argv in (["--weights", str(tmp_path / "missing.npy")], ["--weights", "minilm:x"],
+                 ["--weights", str(path), "--mu", "nope"], ["--weights", str(path), "--wk2", "1"],
+                 ["--mu", "top"], ["--weights", str(path), "--mu", str(mu_path), "--snr", "2"]):
+        try:
+            code = main(["solve", "-a", "tanh", "--c", "0.5", "--gamma", "1"] + argv)
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 2, argv
+        assert "Traceback" not in capsys.readouterr().err
+
+
+def _minilm():
+    from symattn import realweights as rw
+
+    try:
+        return rw, rw.load_minilm()
+    except RealWeightsUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_layer_weight_heads():
+    rw, wts = _minilm()
+    heads = [rw.layer_weight(wts, 1, head=h) for h in range(12)]
+    for Wh in heads:
+        assert np.sum(Wh * Wh) / 384 == pytest.approx(1.0)
+        assert np.linalg.matrix_rank(Wh) <= rw.MINILM_HEAD_DIM
+    raw = wts.key[1].T @ wts.query[1]
+    parts = sum(wts.key[1][32 * h:32 * (h + 1)].T @ wts.query[1][32 * h:32 * (h + 1)] for h in range(12))
+    np.testing.assert_allclose(parts, raw, atol=1e-12)
+    with pytest.raises(ParameterError):
+        rw.layer_weight(wts, 1, head=12)
+
+
+# ---------------------------------------------------------------------------------------------- slow
+ENSEMBLE_CASES = [(name, c, mu) for c in (0.5, 2.0) for name in ("ginibre", "wigner", "wishart", "rank-p/4")
+                  for mu in (("zero", "top") if c < 1 else ("zero",))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,c,mu", ENSEMBLE_CASES)
+def test_random_ensembles_n1000(name, c, mu):
+    """n = 1000, tanh, 16 draws: within max(3 se, 2 %) (docs/theory.md §12.6); μ = top: √1 × the top
+    eigenvector of (W + Wᵀ)/2 (c = 2, p = 2000, is μ = 0 only: 4000² dense inverses are slow)."""
+    from symattn.realweights import signal_direction
+
+    n = 1000
+    W = _ensembles(round(c * n), 11)[name]
+    m = None if mu == "zero" else signal_direction(W, 1.0)
+    E = sa.memorization_error("tanh", c, GAMMAS, weights=W, mu=m)
+    r = sa.simulate("tanh", n=n, c=c, gamma=GAMMAS, W=W, mu=m, draws=16, seed=7, models=("attention",),
+                    progress=False)
+    tol = np.maximum(3 * r.attention_sem, 0.02 * r.attention_mean)
+    assert np.all(np.abs(E - r.attention_mean) <= tol), (E, r.attention_mean, r.attention_sem)
+
+
+MINILM_CASES = [(L, h, m) for L in (0, 2, 5) for h in (None, 0) for m in ("zero", "top")]
+#: cases measured outside max(3 se, 3 %) with these seeds and draws (docs/theory.md §12.6): the signal
+#: along W's top direction for all heads (theory 4-8 % high) and single heads at μ = 0, γ = 0.01
+#: (theory 4 % low); the Monte Carlo is deterministic for a fixed seed, so strict xfail is stable
+MINILM_KNOWN_MISSES = {(2, None, "top"), (5, None, "top"), (2, 0, "zero"), (5, 0, "zero")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer,head,mu", [
+    pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason="outside the Gaussian-equivalent kernel: strong "
+                                                "directions of W (docs/theory.md §12.6)"))
+    if case in MINILM_KNOWN_MISSES else case for case in MINILM_CASES])
+def test_minilm_acceptance(layer, head, mu):
+    """MiniLM, tanh, c = 0.5 (n = 768), 16 draws: within max(3 se, 3 %) of the exact real-W Monte Carlo."""
+    rw, wts = _minilm()
+    W = rw.layer_weight(wts, layer, head=head)
+    m = None if mu == "zero" else rw.signal_direction(W, 1.0)
+    E = sa.memorization_error("tanh", 0.5, GAMMAS, weights=W, mu=m)
+    r = sa.simulate("tanh", n=768, c=0.5, gamma=GAMMAS, W=W, mu=m, draws=16, seed=7, models=("attention",),
+                    progress=False)
+    tol = np.maximum(3 * r.attention_sem, 0.03 * r.attention_mean)
+    assert np.all(np.abs(E - r.attention_mean) <= tol), (E, r.attention_mean, r.attention_sem)
+
+
+def test_symbolic_pencil_inverts_to_Q():
+    """The SymPy pencil with concrete matrices: its (x, x) inverse block is (γ + KᵀYᵀYK)^{-1}, and its
+    self-energies equal the numeric backend's at random traces."""
+    import sympy as sp
+
+    from symattn.systems.general_w import general_w_pencil
+
+    p, n = 3, 4
+    P = general_w_pencil(p, n)
+    rng = np.random.default_rng(6)
+    Wn, Yn, Nn = rng.standard_normal((p, p)), rng.standard_normal((p, n)), rng.standard_normal((n, n))
+    Dn = np.diag(rng.standard_normal(n))
+    vals = {"a1": 0.7, "c": 0.5, "sigma": 0.4, "gamma": 0.9, "tau": 0.3}
+    subs = {P.W: sp.Matrix(Wn), P.Y: sp.Matrix(Yn), P.D: sp.Matrix(Dn), P.Nt: sp.Matrix(Nn)}
+    subs.update({P.symbols[k]: v for k, v in vals.items()})
+    L = np.array(P.L.subs(subs).as_explicit().evalf(), dtype=float)
+    K = vals["a1"] / vals["c"] * Yn.T @ Wn @ Yn + Dn + vals["sigma"] * Nn
+    Q = np.linalg.inv(vals["gamma"] * np.eye(n) + K.T @ Yn.T @ Yn @ K)
+    np.testing.assert_allclose(np.linalg.inv(L)[:n, :n], Q, rtol=1e-9, atol=1e-12)
+    assert "W^{T}" in P.latex()
+    # the self-energies against symattn.backends.general_w
+    g = rng.standard_normal((3, 3))
+    m = gw.general_w_model(sa.activation("tanh"), vals["c"], np.eye(4))
+    m.a1, m.sigma2, m.tau = vals["a1"], vals["sigma"] ** 2, vals["tau"]
+    S = gw._sigma_pp(m, g)
+    gs = {P.g[i, j]: g[i, j] for i in range(3) for j in range(3)}
+    for k, v in P.sigma_pp.items():
+        assert float(v.subs(subs).subs(gs)) == pytest.approx(S[k], rel=1e-12)
+    Pn, _ = gw._p_traces(m, S)
+    T = {P.T[0, 0]: Pn["lt"], P.T[0, 1]: Pn["lh"], P.T[1, 0]: Pn["gt"], P.T[1, 1]: Pn["gh"]}
+    Snn = gw._sigma_nn(m, Pn, g)
+    idx = {"x": 0, "u": 1, "w": 2}
+    for k, v in P.sigma_nn.items():
+        assert float(v.subs(subs).subs(gs).subs(T)) == pytest.approx(Snn[idx[k[0]], idx[k[1]]], rel=1e-10)
