@@ -249,8 +249,7 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
     try:
         from .backends import general_w as gw
 
-        needed = (gw.general_w_model, gw.solve_pencil, gw._jacobian, gw.pencil_map, gw.resolvent_F, gw._HOperator,
-                  gw._C, gw._sigma_pp)
+        needed = (gw.general_w_model, gw.model_error)
     except (ImportError, AttributeError):  # pragma: no cover - the general-W theory is not available
         raise ParameterError("heads", "general heads", "heads of the paper's form W_h = I + low rank",
                              hint="general heads need the general-W theory (docs/theory.md §12)") from None
@@ -282,17 +281,4 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
     m0 = gw.general_w_model(f, c, Wt, mu, diagonal=diagonal)
     m = ms[0] if len(heads) == 1 else dataclasses.replace(m0, a1=a1, sigma2=max(s2, 0.0), tau=tau, kappa=np.array([kappa]), kw=np.array([1.0]),
                             c_11=sum(mm.c_11 for mm in ms), c_yy=0.0, W=Wt, W_traces=Wt)
-    gammas = np.atleast_1d(np.asarray(gamma, dtype=float))
-    E = np.empty(gammas.shape)
-    eta = 1e-20
-    for i, gm in enumerate(gammas):  # the loop of symattn.backends.general_w.general_w_error, on the summed model
-        gm = float(gm)
-        sol = gw.solve_pencil(m, gm)
-        gs, Hop = sol.g, sol.Hop
-        J = gw._jacobian(m, gs, gm, Hop, eta)
-        dz = np.imag(gw.pencil_map(m, gs.astype(complex), gm + 1j * eta * gm, Hop)[0]).ravel() / (eta * gm)
-        dg = np.linalg.solve(np.eye(9) - J, dz)
-        Hop_mu = None if m.W_traces is m.W else gw._HOperator(m.W, np.real(gw._C(gw._sigma_pp(m, gs))[1]))
-        Fc = gw.resolvent_F(m, gs + 1j * eta * gm * dg.reshape(3, 3), gm + 1j * eta * gm, Hop, Hop_mu)
-        E[i] = -gm * gm * float(np.imag(Fc)) / (eta * gm)
-    return E
+    return gw.model_error(m, gamma)["E"]

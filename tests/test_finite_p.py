@@ -236,7 +236,9 @@ def test_default_is_the_asymptotic_solver_and_warns_when_t_is_large():
     ctx = context("numpy")
     with ctx:
         ref, _, _ = solver.attention_error(ctx, np.full(3, 0.3), gam, k.a1, k.s2, k.d, TANH_G.gram, 1)
-    np.testing.assert_array_equal(E, ref)
+    # the default solves the asymptotic system (its closed form, docs/theory.md §5.8; the reference
+    # is the quadrature solver, which agrees to ~1e-12), not the finite-p one (a few % away here)
+    np.testing.assert_allclose(E, ref, rtol=1e-11, atol=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning: t ≤ 0.15, no n, or the correction requested
         sa.memorization_error("tanh", 1.0, 0.1, geometry=sa.Geometry.aligned(1.0), n=1000)

@@ -22,6 +22,22 @@ def attention_system(rank: int = 1, form: str = "integral") -> SymbolicSystem:
     :func:`symattn.systems.attention.attention_system`) or ``form='closed'`` (no integrals:
     :func:`symattn.systems.closed.closed_attention_system`, docs/theory.md §5.8).
 
+    Both hold the same unknowns (e1, e2, e3), the nine traces, the coupling Ĉ and the Woodbury
+    output F = Γ00 − eᵀĈ(I + ΓĈ)^{-1}e, E_A = −γ² F'(γ); the closed form writes every trace
+    ∫ λ^j R(λ) dμ_S as polynomial moments plus the MP Stieltjes transform at the roots of Δ.
+
+    Parameters
+    ----------
+    rank : int
+        Number r of weight pairs (w_K, w_Q); the Gram matrix is (2r + 1) × (2r + 1) (§6.7).
+    form : {'integral', 'closed'}
+        Integrals over μ_S, or their closed form.
+
+    Returns
+    -------
+    SymbolicSystem
+        The equations, traces, Ĉ, Γ and the output as SymPy objects.
+
     Examples
     --------
     >>> attention_system().C.shape, attention_system(form="closed").name
