@@ -25,7 +25,7 @@ from .validation import _as_float_array, check_dps, check_int, check_nonnegative
 __all__ = [
     "DIAGONAL_MODES", "Geometry", "KernelConstants", "as_geometry", "kernel_constants", "dimension",
     "check_c", "check_gamma", "check_diagonal", "check_dps", "check_int", "check_positive", "check_nonnegative",
-    "check_n", "check_dimension", "N_MAX", "GEOMETRY_KEYS",
+    "check_n", "check_dimension", "check_weights", "check_mu", "N_MAX", "GEOMETRY_KEYS",
 ]
 
 DIAGONAL_MODES = ("f", "zero")
@@ -276,6 +276,67 @@ class Geometry:
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Geometry) and self.rank == other.rank and np.array_equal(self.gram, other.gram)
+
+
+def check_weights(W) -> np.ndarray:
+    """W as a finite real square float64 array (ParameterError naming ``weights`` otherwise).
+
+    Parameters
+    ----------
+    W : array_like
+        The p×p attention matrix.
+
+    Returns
+    -------
+    numpy.ndarray
+        W, float64, shape (p, p), p >= 2.
+
+    Examples
+    --------
+    >>> check_weights(np.eye(3)).shape
+    (3, 3)
+    """
+    try:
+        W = np.array(W, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError("weights", W, "a real square p×p matrix") from None
+    if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 2:
+        raise ParameterError("weights", getattr(W, "shape", W), "a real square p×p matrix with p >= 2")
+    if not np.all(np.isfinite(W)):
+        raise ParameterError("weights", "matrix with NaN/inf", "finite entries")
+    if not np.any(W):
+        raise ParameterError("weights", "the zero matrix", "a nonzero matrix (‖W‖_F > 0)")
+    return W
+
+
+def check_mu(mu, p: int) -> np.ndarray:
+    """μ as a finite float64 vector of length p (None: zero); a ParameterError names ``mu``.
+
+    Parameters
+    ----------
+    mu : array_like or None
+    p : int
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Examples
+    --------
+    >>> check_mu(None, 3).tolist()
+    [0.0, 0.0, 0.0]
+    """
+    if mu is None:
+        return np.zeros(p)
+    try:
+        mu = np.array(mu, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError("mu", mu, f"a real vector of length p = {p}") from None
+    if mu.shape != (p,):
+        raise ParameterError("mu", mu.shape, f"a real vector of shape ({p},) (p of the weights)")
+    if not np.all(np.isfinite(mu)):
+        raise ParameterError("mu", "vector with NaN/inf", "finite entries")
+    return mu
 
 
 def signal_strength(geometry, n: int, c) -> np.ndarray:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ConvergenceError, ParameterError, SymattnError
-from .model import MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_int
+from .model import MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_int, check_mu
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
@@ -1244,14 +1244,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         if W is not None:
             W = _check_W(W, p)
         if mu is not None:
-            try:
-                mu = np.asarray(mu, dtype=float)
-            except (TypeError, ValueError):
-                raise ParameterError("mu", mu, f"a real vector of shape ({p},)") from None
-            if mu.shape != (p,):
-                raise ParameterError("mu", mu.shape, f"shape (p,) = ({p},) with p = round(c*n)")
-            if not np.all(np.isfinite(mu)):
-                raise ParameterError("mu", "vector with NaN/inf", "finite entries")
+            mu = check_mu(mu, p)
     else:
         mu, wk, wq = geo.vectors(p)
         if variant.heads is not None:

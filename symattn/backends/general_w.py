@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import ConvergenceError, ParameterError
 from ..gauss import gauss_hermite
+from ..model import check_mu, check_weights
 
 __all__ = [
     "SIGNAL_RULES",
@@ -63,8 +64,7 @@ __all__ = [
     "general_memorization_error",
     "resolvent_F",
     "general_w_error",
-    "check_weights",
-    "check_mu",
+    "model_error",
 ]
 
 #: how the signal enters the kernel: 'linear' (Gaussian-equivalent), 'conditional' (F_odd(t) for y yᵀ)
@@ -73,67 +73,6 @@ SIGNAL_RULES = ("linear", "conditional")
 DIAGONAL_NODES = 16
 #: nodes of the (bivariate) quadrature of the kernel constants
 CONSTANT_NODES = 96
-
-
-def check_weights(W) -> np.ndarray:
-    """W as a finite real square float64 array (ParameterError naming ``weights`` otherwise).
-
-    Parameters
-    ----------
-    W : array_like
-        The p×p attention matrix.
-
-    Returns
-    -------
-    numpy.ndarray
-        W, float64, shape (p, p), p >= 2.
-
-    Examples
-    --------
-    >>> check_weights(np.eye(3)).shape
-    (3, 3)
-    """
-    try:
-        W = np.array(W, dtype=float)
-    except (TypeError, ValueError):
-        raise ParameterError("weights", W, "a real square p×p matrix") from None
-    if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 2:
-        raise ParameterError("weights", getattr(W, "shape", W), "a real square p×p matrix with p >= 2")
-    if not np.all(np.isfinite(W)):
-        raise ParameterError("weights", "matrix with NaN/inf", "finite entries")
-    if not np.any(W):
-        raise ParameterError("weights", "the zero matrix", "a nonzero matrix (‖W‖_F > 0)")
-    return W
-
-
-def check_mu(mu, p: int) -> np.ndarray:
-    """μ as a finite float64 vector of length p (None: zero).
-
-    Parameters
-    ----------
-    mu : array_like or None
-    p : int
-
-    Returns
-    -------
-    numpy.ndarray
-
-    Examples
-    --------
-    >>> check_mu(None, 3).tolist()
-    [0.0, 0.0, 0.0]
-    """
-    if mu is None:
-        return np.zeros(p)
-    try:
-        mu = np.array(mu, dtype=float)
-    except (TypeError, ValueError):
-        raise ParameterError("mu", mu, f"a real vector of length p = {p}") from None
-    if mu.shape != (p,):
-        raise ParameterError("mu", mu.shape, f"a real vector of shape ({p},) (p of the weights)")
-    if not np.all(np.isfinite(mu)):
-        raise ParameterError("mu", "vector with NaN/inf", "finite entries")
-    return mu
 
 
 @dataclass

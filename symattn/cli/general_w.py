@@ -33,7 +33,7 @@ def load_weights(spec: str) -> tuple:
     ...
     symattn.errors.ParameterError: invalid layer=9: allowed an integer 0 <= layer <= 5
     """
-    from ..backends.general_w import check_weights
+    from ..model import check_weights
 
     if not isinstance(spec, str) or not spec:
         raise ParameterError("weights", spec, "FILE.npy or minilm:LAYER[:HEAD]")
@@ -77,7 +77,7 @@ def load_mu(spec, W, snr=None) -> tuple:
     >>> mu.tolist(), text
     ([2.0, 0.0], 'top eigenvector of (W+W^T)/2, ||mu||^2 = 4')
     """
-    from ..backends.general_w import check_mu
+    from ..model import check_mu
     from ..realweights import signal_direction
 
     if spec in (None, "zero"):
@@ -127,7 +127,8 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     (20, 40, 1.0)
     """
     from ..activations.activation import activation
-    from ..backends.general_w import check_mu, check_weights, general_w_constants
+    from ..backends.general_w import general_w_constants
+    from ..model import check_mu, check_weights
     from ..model import check_c, check_gamma
     from ..theory import memorization_error
 
