@@ -78,7 +78,11 @@ def test_cycle_contract_fails_on_a_cycle(tmp_path):
 
 #: a document reference: a path under docs/, or an upper-case top-level name such as README.md
 CITATION = re.compile(r"(?<![\w/.-])(docs/(?:[\w-]+/)*[\w.-]+\.md|[A-Z][A-Z_-]+\.md)\b")
-MISSING_DOCS = re.compile(r"\b(MATH(?:-FINITE-P)?\.md|MATH-FINITE-P|DESIGN\.md|NOTES-GENERAL-W)\b|\bMATH (§|Table|preface)")
+#: the working notes that stayed outside the repository, by their stems (spelled in pieces, so that
+#: this test does not itself cite them): the maths, its finite-p part, the design, the general-W notes
+_OUTSIDE = ("MATH", "MATH" + "-FINITE-P", "DES" + "IGN", "NOTES" + "-GENERAL-W")
+MISSING_DOCS = re.compile(r"\b(" + "|".join(re.escape(s) + r"(?:\.md)?" if "-" in s else re.escape(s) + r"\.md"
+                                              for s in _OUTSIDE) + r")\b|\bMATH (§|Table|preface)")
 
 
 def test_every_cited_document_is_in_the_repository():

@@ -51,6 +51,7 @@ def check_one_line_error(code, out, err, needles, codes=(2, 3)):
         assert needle in err, f"{needle!r} not in {err!r}"
     if code == 2:
         assert out == "", out
+    return err
 
 
 def run_cli(capsys, argv):
@@ -218,7 +219,8 @@ def test_console_script_subprocess_bad_input(tmp_path):
     for argv, needle in ((SOLVE + ["--wk2", "-1e-12"], "invalid wk2="),
                          (["solve", "--c", "0.5", "--gamma", "1", "--n", "99999999999999999999999"], "invalid n=")):
         proc = subprocess.run(_console_script() + argv, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-        check_one_line_error(proc.returncode, proc.stdout, proc.stderr, needle, codes=(2,))
+        line = check_one_line_error(proc.returncode, proc.stdout, proc.stderr, needle, codes=(2,))
+        assert proc.returncode == 2 and needle in line, line
 
 
 # ============================================================================ exit 3: one line
