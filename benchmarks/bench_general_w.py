@@ -2,7 +2,8 @@
 
 Prints, with the BLAS threads set by threadpoolctl (``--threads``, default 1):
 - γ-points per second of :func:`symattn.memorization_error` with ``weights=W`` (numpy), for a
-  MiniLM layer when the real-weights extra is installed, else a Ginibre W, with μ = 0 and μ = top;
+  MiniLM layer when the real-weights extra is installed, else a Ginibre W, with μ = 0 and μ = top
+  (the latter with the strong-direction correction), and for the symmetric part of W (eigen path);
 - the time of one dense 2p×2p inverse (the floor of one Dyson evaluation) and the evaluations per γ;
 - the ratio of one theory γ-point to one exact Monte Carlo draw at the same size (n = 768, c = 0.5).
 
@@ -59,8 +60,16 @@ def main(argv=None):
             out = gw.general_w_error(sa.activation("tanh"), 0.5, gammas, W, mu)
             dt = time.perf_counter() - t
             per_point.append(dt / len(gammas))
-            print(f"theory, {label}: {len(gammas) / dt:.2f} gamma-points/s "
-                  f"({out['iterations'] / len(gammas):.1f} dense evaluations per gamma)")
+            extra = " (incl. the strong-direction correction)" if mu is not None else ""
+            print(f"theory, {label}: {len(gammas) / dt:.2f} gamma-points/s{extra} "
+                  f"({out['iterations'] / len(gammas):.1f} Dyson evaluations per gamma)")
+        # a symmetric W takes the eigen path (one eigh, then O(p^2) per evaluation; docs/theory.md §12.5)
+        Ws = (W + W.T) / 2
+        Ws = Ws / np.sqrt(np.sum(Ws * Ws) / p)
+        t = time.perf_counter()
+        gw.general_w_error(sa.activation("tanh"), 0.5, gammas, Ws, None)
+        dt = time.perf_counter() - t
+        print(f"theory, symmetric (W + W^T)/2 (eigen path), mu = 0: {len(gammas) / dt:.2f} gamma-points/s")
         t = time.perf_counter()
         sa.simulate("tanh", n=round(p / 0.5), c=0.5, gamma=gammas, W=W, draws=args.draws, seed=0,
                     models=("attention",), progress=False)

@@ -13,8 +13,9 @@ the seconds per draw of
 
 - numpy, method 'auto' (the Householder-tridiagonal route, the default),
 - numpy, method 'eigh' (one full eigendecomposition per model),
-- torch on the CPU (float64, torch.linalg.eigh), when torch is installed,
-- torch on CUDA, when available,
+- torch on the CPU (float64, torch.linalg.eigh), when torch is installed, one draw at a time
+  and in batches of 4 (``simulate(..., batch=4)``),
+- torch on CUDA (batched by default), float64 and float32, when available,
 
 and each one's ratio to ``numpy.linalg.eigh`` of an n×n symmetric matrix timed in the same run
 (best of ``--repeat``). One draw computes two spectral problems (attention and linear), so the
@@ -68,8 +69,10 @@ def main(argv=None):
     configs = [("numpy auto", dict(backend="numpy")), ("numpy eigh", dict(backend="numpy", method="eigh"))]
     if torch is not None:
         configs.append(("torch cpu", dict(backend="torch", device="cpu")))
+        configs.append(("torch cpu b4", dict(backend="torch", device="cpu", batch=4)))
         if torch.cuda.is_available():
             configs.append(("torch cuda", dict(backend="torch", device="cuda")))
+            configs.append(("cuda f32", dict(backend="torch", device="cuda", dtype="float32")))
 
     print(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
           f"cpus={os.cpu_count()}, torch threads={torch.get_num_threads() if torch else 'n/a'}, "
@@ -192,7 +195,7 @@ if __name__ == "__main__":
     if "--ratio" in sys.argv:
         ap = argparse.ArgumentParser()
         ap.add_argument("--ratio", action="store_true")
-        ap.add_argument("--n", type=int, nargs="+", default=[1000, 2000])
+        ap.add_argument("--n", type=int, nargs="+", default=[1000, 2000, 4000])
         ap.add_argument("--repeat", type=int, default=3)
         a = ap.parse_args()
         ratio_main(a.n, a.repeat)

@@ -3,11 +3,13 @@
 Prints:
 - E_LR throughput (closed form, vectorised over c, γ, snr);
 - E_A throughput, vectorised over a (c, γ) grid, for an aligned geometry;
+- closed form (docs/theory.md §5.8) against quadrature (``method='quadrature'``): on the (c, γ) grid,
+  on a γ sweep (10^4 γ in [1e-6, 1e3] for one activation, c and geometry) and in mpmath (30 digits);
 - the same for a "straightforward" solver: a damped fixed point on 4000 midpoint nodes with a
   central finite difference for F' (docs/theory.md §5/§6 as first implemented), on a few points;
 - the cost ratio of one theory point to one Monte Carlo draw at n = 2000.
 
-Run:  python benchmarks/bench_theory.py [--points 1000] [--skip-mc]
+Run:  python benchmarks/bench_theory.py [--points 1000] [--sweep-points 10000] [--threads 1] [--skip-mc]
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import argparse
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import symattn as sa
 from symattn.backends import solver
@@ -60,6 +62,7 @@ def main(argv=None):
     ap.add_argument("--skip-mc", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (threadpoolctl)")
     ap.add_argument("--mp-points", type=int, default=6, help="points of the mpmath comparison")
+    ap.add_argument("--sweep-points", type=int, default=10000, help="γ values of the sweep comparison")
     args = ap.parse_args(argv)
     f = sa.activation("tanh")
     g = sa.Geometry.aligned(1.0)
@@ -81,6 +84,17 @@ def main(argv=None):
     print(f"E_A   closed form : {npts / t_c:12.0f} points/s ({rc.closed.mean():.0%} closed; BLAS threads {args.threads})")
     print(f"E_A   quadrature  : {npts / t_q:12.0f} points/s;  closed/quadrature speed ratio {t_q / t_c:6.1f}x;"
           f"  max rel. difference {np.max(np.abs(rc.E - Eq) / Eq):.1e}")
+    # a user's sweep: one activation, c and geometry, a vector of γ (issue 15's measure of points/s)
+    gs = np.logspace(-6, 3, args.sweep_points)
+    with threadpool_limits(limits=args.threads):
+        sa.solve(f, c=0.5, gamma=gs[:64], geometry=g)  # compile once
+        t_sc, rs = timed(lambda: sa.solve(f, c=0.5, gamma=gs, geometry=g), repeat=2)
+        t_sq, qs = timed(lambda: sa.solve(f, c=0.5, gamma=gs, geometry=g, method="quadrature"), repeat=1)
+        threads = {d["internal_api"]: d["num_threads"] for d in threadpool_info()}
+    print(f"E_A   γ sweep ({gs.size} γ in [1e-6, 1e3], tanh, c = 0.5, aligned; threads {threads}):")
+    print(f"        closed form {gs.size / t_sc:10.0f} γ-points/s ({rs.closed.mean():.1%} closed), quadrature"
+          f" {gs.size / t_sq:8.0f} γ-points/s, ratio {t_sq / t_sc:6.1f}x;"
+          f" max rel. difference {np.max(np.abs(rs.E - qs.E) / qs.E):.1e}")
     gm = np.logspace(-3, 1, args.mp_points)
     with threadpool_limits(limits=args.threads):
         sa.solve(f, c=0.5, gamma=gm[:1], geometry=g, backend="mpmath", dps=30)  # compile once

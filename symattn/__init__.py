@@ -48,6 +48,12 @@ _PUBLIC = {
     "linear_system": "systems",
     "bulk_system": "systems",
     "attention_system": "systems",
+    "explicit_error": "systems.explicit",
+    "ExplicitError": "systems.explicit",
+    "sensitivity": "sensitivity",
+    "limits": "limits",
+    "LimitsResult": "limits",
+    "Limit": "limits",
 }
 
 __all__ = sorted(_PUBLIC) + ["__version__"]

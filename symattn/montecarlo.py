@@ -51,6 +51,8 @@ __all__ = [
     "draw_errors",
     "spectral_errors",
     "draw_generators",
+    "draw_seed",
+    "combine_draws",
     "METHODS",
     "Variant",
     "check_variant",
@@ -152,6 +154,12 @@ class _NumpyOps:
     def lam_max_lower(self, M) -> float:
         return _lam_max_lower(M, np.ones(M.shape[0], dtype=M.dtype))
 
+    def qr(self, A):
+        return np.linalg.qr(A)  # reduced: Q (n×p), R (p×p)
+
+    def to_numpy(self, a):
+        return np.asarray(a, dtype=np.float64)
+
     def spectral(self, M, y, gamma, trace, method):
         """(E, T, λ_min, λ_max) of M: the errors for every γ and the extreme eigenvalues."""
         if method == "eigh":
@@ -181,7 +189,7 @@ class _TorchOps:
         return self.asarray(act.numpy(t.detach().cpu().numpy()))
 
     def zero_diagonal(self, K):
-        K.fill_diagonal_(0.0)
+        K.diagonal(dim1=-2, dim2=-1).zero_()  # one matrix or a batch of them
         return K
 
     def softmax_rows(self, A, exclude_diagonal):
@@ -194,6 +202,9 @@ class _TorchOps:
 
     def lam_max_lower(self, M) -> float:
         return _lam_max_lower(M, self.torch.ones(M.shape[0], dtype=M.dtype, device=M.device))
+
+    def qr(self, A):
+        return self.torch.linalg.qr(A)  # reduced: Q (n×p), R (p×p)
 
     def spectral(self, M, y, gamma, trace, method):
         lam, V = self.torch.linalg.eigh(M)  # reads the lower triangle only
@@ -821,6 +832,8 @@ def _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method="aut
 
 def _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, method, variant=None):
     p, n = X.shape
+    if tuple(models) == ("linear",) and 3 * p <= 2 * n:
+        return _linear_thin(ops, X, y, gamma, trace, method)
     Xd = ops.asarray(X)
     G = Xd.T @ Xd  # XᵀX (n×n), shared by the kernel, the linear model and (p > 4n/3) M
     spectra = []
@@ -862,6 +875,98 @@ def _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, m
         if trace:
             out[name + "_trace"] = T
     return out
+
+
+def _linear_thin(ops, X, y, gamma, trace, method):
+    r"""E_LR of one draw with p < n from the p×p problem: O(np²) instead of O(n³).
+
+    With the reduced QR Xᵀ = QR (Q n×p), XᵀX/n = Q B Qᵀ, B = RRᵀ/n, so with u = Qᵀy and the part
+    r = y − Qu of y in the null space of XᵀX,
+    (γ²/n) yᵀ(XᵀX/n + γ)^{-2} y = (γ²/n) uᵀ(B + γ)^{-2} u + ‖r‖²/n, and
+    (γ²/n) tr(XᵀX/n + γ)^{-2} = (γ²/n) tr(B + γ)^{-2} + (n − p)/n. The spectral problem of B is
+    solved as that of any M (:meth:`spectral`, which normalises by the length p of u: rescaled by p/n).
+    """
+    p, n = X.shape
+    Q, R = ops.qr(ops.asarray(X).T)
+    B = R @ R.T
+    B /= n
+    yd = ops.asarray(y)
+    u = Q.T @ yd
+    r2 = float(((yd - Q @ u) ** 2).sum())
+    del Q, R, yd
+    _check_spectrum(ops, None, "linear", n, p, gamma, M=B)
+    u = ops.to_numpy(u)
+    try:
+        E, T, lam_min, lam_max = ops.spectral(B, u, gamma, trace, method)
+    except np.linalg.LinAlgError as exc:
+        raise ConvergenceError(f"the eigensolver failed on M of the linear model: {exc}",
+                               point={"n": n, "p": p, "model": "linear"}) from None
+    E = np.asarray(E) * (p / n) + r2 / n
+    _check_spectrum(ops, None, "linear", n, p, gamma, lam=(lam_min, lam_max), E=E)
+    out = {"linear": E}
+    if trace:
+        out["linear_trace"] = np.asarray(T) * (p / n) + (n - p) / n
+    return out
+
+
+def _draws_batched(ops, act, Xs, ys, gamma, wk, wq, W, diagonal, models, trace):
+    """The draws (X_b, y_b) of one batch on torch: the n×n products and ``torch.linalg.eigh`` on a
+    (batch, n, n) stack, one kernel launch per step instead of one per draw (the paper model, an
+    explicit W or low-rank weights; the eigenvector route). Each draw is checked as in :func:`_draw`.
+    Returns one result dict per draw, as :func:`_draw` does."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        p, n = Xs[0].shape
+        Xd = ops.asarray(np.stack(Xs))  # (B, p, n)
+        Xt = Xd.transpose(-1, -2)
+        G = Xt @ Xd
+        spectra = []
+        if "attention" in models:
+            if W is not None:
+                A = Xt @ (ops.asarray(W) @ Xd)
+            elif wk is not None and wk.shape[0] > 0 and np.any(wk) and np.any(wq):
+                A = G + (Xt @ ops.asarray(wk.T)) @ (ops.asarray(wq) @ Xd)
+            else:
+                A = G.clone()
+            K = _kernel(ops, act, A, p, diagonal)
+            Phi = Xd @ K
+            del K
+            M = Phi.transpose(-1, -2) @ Phi
+            del Phi
+            spectra.append(("attention", M / n))
+            del M
+        if "linear" in models:
+            spectra.append(("linear", G / n))
+        del G, Xd, Xt
+        Y = ops.asarray(np.stack(ys))
+        outs = [{} for _ in Xs]
+        for name, M in spectra:
+            for b in range(len(Xs)):
+                _check_spectrum(ops, act, name, n, p, gamma, M=M[b])
+            lam, V = ops.torch.linalg.eigh(M)
+            del M
+            proj = ops.to_numpy((V.transpose(-1, -2) @ Y.unsqueeze(-1)).squeeze(-1))
+            del V
+            lam = ops.to_numpy(lam)
+            for b in range(len(Xs)):
+                E, T = spectral_errors(lam[b], proj[b], gamma, n)
+                _check_spectrum(ops, act, name, n, p, gamma, lam=(float(lam[b, 0]), float(lam[b, -1])), E=E)
+                outs[b][name] = E
+                if trace:
+                    outs[b][name + "_trace"] = T
+        return outs
+
+
+def _batch_size(batch, ops, n: int, p: int, draws: int, models) -> int:
+    """Draws per batched call of the torch backend: ``batch`` if given (checked), else up to 8 on
+    CUDA within a quarter of the device's free memory, and 1 on the CPU (where a batch gains
+    nothing over the multithreaded BLAS of one draw)."""
+    if batch is not None:
+        return min(int(batch), draws)
+    if not str(ops.device).startswith("cuda"):
+        return 1
+    per_draw = draw_memory(n, p, dtype=ops.dtype_name, backend="torch", device=str(ops.device), models=models)["device"]
+    free = available_memory(str(ops.device))
+    return max(1, min(8, draws, int(free // (4 * per_draw)) if per_draw and free else 1))
 
 
 def _check_spectrum(ops, act, name, n, p, gamma, M=None, lam=None, E=None):
@@ -961,6 +1066,66 @@ def _symv(F, u):
 def _trace_errors(lam, gamma, n):
     g = np.asarray(gamma, dtype=float)[:, None]
     return ((g / (lam[None, :] + g)) ** 2).sum(axis=1) / n
+
+
+def draw_seed(seed: int, k: int) -> np.random.SeedSequence:
+    """The seed of draw k alone: ``simulate(..., draws=1, seed=draw_seed(seed, k))`` is draw k of
+    ``simulate(..., draws=D, seed=seed)`` (D > k), whose draws use ``SeedSequence(seed).spawn(D)``.
+
+    A SeedSequence that has already spawned k children spawns child k next, so one draw can run
+    anywhere (a dask worker) and give the same numbers as in the serial run.
+
+    Examples
+    --------
+    >>> a = simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=3, seed=5, progress=False)
+    >>> b = simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=1, seed=draw_seed(5, 2), progress=False)
+    >>> bool(b.attention[0, 0] == a.attention[2, 0])
+    True
+    """
+    return np.random.SeedSequence(seed, n_children_spawned=int(k))
+
+
+def combine_draws(parts) -> "SimulationResult":
+    """One :class:`SimulationResult` from the single-draw results of :func:`draw_seed` (in draw order).
+
+    The per-draw arrays are stacked, ``draws`` is their number and ``seconds`` the sum; sizes,
+    seed, backend and activation must agree (else ``ParameterError``). With the draws of
+    ``draw_seed(seed, 0..D-1)`` the result equals ``simulate(..., draws=D, seed=seed)``.
+
+    Examples
+    --------
+    >>> parts = [simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=1, seed=draw_seed(5, k), progress=False)
+    ...          for k in range(3)]
+    >>> whole = simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=3, seed=5, progress=False)
+    >>> both = combine_draws(parts)
+    >>> both.draws, bool(np.array_equal(both.attention, whole.attention) and np.array_equal(both.linear, whole.linear))
+    (3, True)
+    """
+    parts = list(parts)
+    if not parts:
+        raise ParameterError("parts", parts, "at least one SimulationResult")
+    first = parts[0]
+    same = ("n", "p", "c", "seed", "backend", "device", "dtype", "diagonal", "activation")
+    for r in parts[1:]:
+        bad = [k for k in same if getattr(r, k) != getattr(first, k)] + (
+            [] if np.array_equal(r.gamma, first.gamma) else ["gamma"])
+        if bad:
+            raise ParameterError("parts", bad, "results of the same run (same sizes, seed, backend, gamma)")
+
+    def stack(name):
+        arrays = [getattr(r, name) for r in parts]
+        return None if any(a is None for a in arrays) else np.concatenate(arrays, axis=0)
+
+    draws = sum(r.draws for r in parts)
+    prov = dict(first.provenance or {})
+    if "parameters" in prov and isinstance(prov["parameters"], dict):
+        prov["parameters"] = dict(prov["parameters"], draws=draws)
+    return SimulationResult(
+        gamma=first.gamma, n=first.n, p=first.p, c=first.c, draws=draws, seed=first.seed, backend=first.backend,
+        device=first.device, dtype=first.dtype, diagonal=first.diagonal, activation=first.activation,
+        attention=stack("attention"), linear=stack("linear"), attention_trace=stack("attention_trace"),
+        linear_trace=stack("linear_trace"), seconds=float(sum(r.seconds for r in parts)),
+        provenance=prov or None)
 
 
 # ----------------------------------------------------------------------------- result
@@ -1138,7 +1303,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
              seed=0, backend: str = "numpy", device=None, diagonal: str = "f", W=None, mu=None,
              progress=None, models=MODELS, trace_estimator: bool = False,
              dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
-             readout: str = "concat", kernel: str = "entrywise", temperature=None) -> SimulationResult:
+             readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None) -> SimulationResult:
     r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n.
 
     Per draw (docs/theory.md §2): X = μyᵀ + Z (p×n, p = round(c·n)), K = f(XᵀWX/√p)/√p,
@@ -1179,6 +1344,12 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         K_ij = exp(a_ij/τ)/Σ_l exp(a_il/τ), a = XᵀWX/√p, τ = ``temperature`` (default 1), no 1/√p
         (rows sum to one); with diagonal='zero' the sums run over l ≠ i and K_ii = 0. f is not used
         (pass None).
+    batch : int or None
+        torch only: draws computed together, as one (batch, n, n) stack of products and one
+        batched ``torch.linalg.eigh`` (the numbers equal those of one draw at a time, to rounding).
+        Default: up to 8 on CUDA within a quarter of the free device memory, 1 on the CPU.
+        float32 on CUDA (``dtype='float32'``): E within 1e-3 relative of float64 where γ is
+        resolvable (smaller γ are refused), checked by the test suite on the device.
 
     Returns
     -------
@@ -1202,6 +1373,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
 
     n = check_int("n", n, 2)
     draws = check_int("draws", draws, 1)
+    if batch is not None:
+        batch = check_int("batch", batch, 1)
     c_arr = check_c(c)
     if c_arr.ndim != 0:
         raise ParameterError("c", c, "a single real number 0 < c <= 1e4")
@@ -1263,13 +1436,20 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
     # BLAS/OpenMP threads: the idle cores, or what the caller set (symattn.threads.auto_threads)
     with auto_threads(max(n, p)), tqdm(total=draws, desc=f"simulate n={n}", unit="draw", file=sys.stderr,
                                        disable=not _show_progress(progress, draws), leave=False) as bar:
-        for k, rng in enumerate(rngs):
-            X, y = sample_tokens(n, p, mu, rng)
-            res = _draw(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace_estimator, method, variant)
-            for key in keys:
-                per_draw[key][k] = res[key]
-            del X, y, res  # before the next draw allocates its own
-            bar.update(1)
+        size = 1 if not variant.is_default or ops.name != "torch" else _batch_size(batch, ops, n, p, draws, models)
+        for k0 in range(0, draws, size):
+            tokens = [sample_tokens(n, p, mu, rng) for rng in rngs[k0:k0 + size]]
+            if size == 1:
+                results = [_draw(ops, act, *tokens[0], gamma, wk, wq, W, diagonal, models, trace_estimator, method,
+                                 variant)]
+            else:
+                results = _draws_batched(ops, act, [t[0] for t in tokens], [t[1] for t in tokens], gamma, wk, wq,
+                                         W, diagonal, models, trace_estimator)
+            for k, res in enumerate(results, start=k0):
+                for key in keys:
+                    per_draw[key][k] = res[key]
+            del tokens, results  # before the next draws allocate their own
+            bar.update(size if k0 + size <= draws else draws - k0)
     seconds = time.perf_counter() - t0
 
     dev = str(ops.device)

@@ -502,7 +502,8 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     c : float or array_like
         The ratio p/n > 0, broadcast against ``gamma``.
     gamma : float or array_like
-        The ridge γ > 0.
+        The ridge γ > 0; γ = 0 gives the ridgeless value, the γ → 0 limit, which exists for
+        c < 1 (docs/theory.md §7.6); at c ≥ 1 it raises ParameterError.
     geometry : Geometry, dict or None
         The Gram matrix of (μ, w_K, w_Q) (:class:`~symattn.Geometry`); None means μ = w = 0.
     model : {'attention', 'linear', 'both'}
@@ -528,6 +529,7 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         The general-W theory (docs/theory.md §12): W a p×p array, the kernel exactly
         f(XᵀWX/√p)/√p (no rescaling), μ of length p (default 0), n = round(p/c); numpy backend,
         ``geometry`` and ``correction`` None (:func:`symattn.backends.general_w.general_memorization_error`).
+        With ``heads=`` (and no ``weights``), ``mu`` is the signal of the multi-head layer instead.
     residual, heads, readout, kernel, temperature
         The layer's variant (docs/theory.md §13), as in :func:`symattn.simulate`: Φ = X(I + K)
         (``residual=True``); heads W_1..W_H with ``readout='sum'`` (of the paper's form, or any p×p
@@ -547,14 +549,21 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     >>> E = memorization_error("tanh", c=0.5, gamma=[0.01, 1.0], model="both")
     >>> bool(np.all(E["attention"] >= E["linear"]))      # no signal: attention memorises worse
     True
+    >>> float(memorization_error("tanh", c=0.5, gamma=0.0))  # ridgeless: rank Φ = p, E_A(0) = 1 − c
+    0.5
     """
-    if weights is not None or mu is not None:
+    if _zero_ridge(gamma):  # the ridgeless value (docs/theory.md §7.6)
+        plain = (weights is None and mu is None and residual is False and heads is None and kernel == "entrywise"
+                 and temperature is None and readout == "concat")
+        return _ridgeless(f, c, gamma, geometry, model, backend, dps, n, diagonal, correction, errors, plain)
+    if weights is not None or (mu is not None and heads is None):
         # the general-W theory (docs/theory.md §12): K = f(XᵀWX/√p)/√p with this exact W
         if weights is None:
             raise ParameterError("weights", None, "a p×p matrix W when mu= is given")
-        if geometry is not None or correction is not None:
-            raise ParameterError("geometry" if geometry is not None else "correction",
-                                 geometry if geometry is not None else correction, "None with weights=")
+        if geometry is not None or correction is not None or heads is not None:
+            name = "geometry" if geometry is not None else "correction" if correction is not None else "heads"
+            raise ParameterError(name, {"geometry": geometry, "correction": correction, "heads": "a list"}[name],
+                                 "None with weights= (give the heads' signal as heads=..., mu=...)")
         from .backends.general_w import general_memorization_error
 
         return general_memorization_error(f, c, gamma, weights, mu, model=model, backend=backend, n=n,
@@ -566,11 +575,128 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
 
         return variant_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
                              diagonal=diagonal, residual=residual, heads=heads, readout=readout, kernel=kernel,
-                             temperature=temperature)
+                             temperature=temperature, mu=mu)
     if readout != "concat":
         raise ParameterError("readout", readout, "'concat' (the default) unless heads= is given")
     return solve(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
                  diagonal=diagonal, correction=correction, errors=errors).E
+
+
+#: the ridges of the γ → 0 extrapolation (c < 1): γ_j = RIDGELESS_GAMMA·(1 − √c)²·10^{-j}
+RIDGELESS_GAMMA = 1e-3
+#: for c < 1, E(γ) = E(0) + k2 γ² + k3 γ³ + … (a spectral gap at 0; docs/theory.md §7.6): the powers eliminated
+RIDGELESS_POWERS = {"numpy": (2, 3, 4), "mpmath": (2, 3, 4, 5, 6, 7)}
+
+
+def richardson(values, ratio, powers):
+    r"""Richardson extrapolation to t → 0 of v(t) = L + Σ_j k_j t^{p_j} + …, from v at t_i = t_0·ratio^{-i}.
+
+    T_{i,0} = v(t_i), T_{i,j} = (ratio^{p_j} T_{i,j−1} − T_{i−1,j−1})/(ratio^{p_j} − 1) eliminates
+    t^{p_j}; the estimate is T_{J,J} (J = len(powers)), its error estimate ``|T_{J,J} − T_{J,J−1}|``.
+    Works elementwise on arrays, in float64 or with mpmath numbers.
+
+    Parameters
+    ----------
+    values : sequence
+        v(t_0), v(t_1), …, v(t_J) (numbers or equal-shape arrays), J = len(powers).
+    ratio : float
+        t_{i−1}/t_i > 1.
+    powers : sequence of int
+        The exponents p_1 < p_2 < … of the expansion, eliminated in that order.
+
+    Returns
+    -------
+    tuple
+        (estimate of L, error estimate), of the shape of one value.
+
+    Examples
+    --------
+    >>> L, err = richardson([2 + 0.1**2, 2 + 0.01**2, 2 + 0.001**2], 10, (2, 4))
+    >>> round(float(L), 12), bool(err < 1e-8)
+    (2.0, True)
+    """
+    if len(values) != len(powers) + 1:
+        raise ParameterError("values", len(values), f"{len(powers) + 1} values for powers {tuple(powers)}")
+    T = [np.asarray(v, dtype=object if np.asarray(v).dtype == object else float) for v in values]
+    diag = [T[-1]]
+    for p in powers:
+        q = ratio**p
+        T = [(q * T[i + 1] - T[i]) / (q - 1) for i in range(len(T) - 1)]
+        diag.append(T[-1])
+    est = diag[-1]
+    return est, np.abs(est - diag[-2])
+
+
+def _zero_ridge(gamma) -> bool:
+    """True when some γ is exactly 0 (the ridgeless value asked for)."""
+    try:
+        return bool(np.any(np.asarray(gamma, dtype=float) == 0))
+    except (TypeError, ValueError):
+        return False
+
+
+def _ridgeless(f, c, gamma, geometry, model, backend, dps, n, diagonal, correction, errors, plain):
+    r"""E at the points with γ = 0: the γ → 0 limit, which exists for c < 1 only (docs/theory.md §7.6).
+
+    E_LR(0) = (1 − c)/(1 + ‖μ‖²) (docs/theory.md §3); E_A(0) = 1 − c at μ = w = 0 (rank Φ = p),
+    otherwise the Richardson extrapolation (:func:`richardson`, :data:`RIDGELESS_POWERS`) of the
+    theory at γ_j = :data:`RIDGELESS_GAMMA`·(1 − √c)²·10^{-j}; an extrapolation whose error estimate
+    exceeds 1e-9 (float64; 10^{-(dps−8)} mpmath) raises ConvergenceError. The other points are
+    solved as usual.
+    """
+    if not plain:
+        raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
+                             "(the ridgeless value gamma = 0 is of the paper's model only)")
+    if model not in MODEL_CHOICES:
+        raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
+    c_arr = check_c(c)
+    g_raw = np.asarray(gamma, dtype=object)
+    zero = np.asarray(g_raw, dtype=float) == 0
+    shape = np.broadcast_shapes(c_arr.shape, g_raw.shape)
+    cb = np.broadcast_to(c_arr, shape).reshape(-1)
+    gb = np.broadcast_to(g_raw, shape).reshape(-1)
+    zb = np.broadcast_to(zero, shape).reshape(-1)
+    if np.any(cb[zb] >= 1):
+        bad = float(cb[zb][cb[zb] >= 1][0])
+        raise ParameterError("gamma", 0.0, "0 < gamma <= 1e12; gamma = 0 (the ridgeless limit) only where c < 1",
+                             hint=f"at c={bad:g} >= 1 the training error tends to 0 as gamma -> 0 (attention like sqrt(gamma), "
+                                  "or gamma^2 when M has a gap; linear regression like gamma^2): sa.limits gives "
+                                  "the rate and its coefficient")
+    geom = as_geometry(geometry)
+    ctx = context(backend, dps)
+    models = ("attention", "linear") if model == "both" else (model,)
+    kw = dict(geometry=geometry, backend=backend, dps=dps, n=n, diagonal=diagonal, correction=correction,
+              errors=errors)
+    out = {}
+    for m in models:
+        vals = np.empty(cb.size, dtype=object if ctx.name == "mpmath" else float)
+        pos = ~zb
+        if np.any(pos):
+            vals[pos] = np.asarray(solve(f, cb[pos], np.asarray(gb[pos], dtype=float) if ctx.name == "numpy"
+                                         else gb[pos], model=m, **kw).E).reshape(-1)
+        cz = cb[zb]
+        with ctx:
+            one = ctx.convert(np.ones(cz.size))
+            cc = ctx.convert(cz)
+            if m == "linear":
+                vals[zb] = (one - cc) / (1 + ctx.convert(np.array([geom.snr]))[0])  # docs/theory.md §3
+            elif geom.is_null and correction is None:
+                vals[zb] = one - cc                                            # rank Φ = p: docs/theory.md §7.3
+            elif cz.size:
+                powers = RIDGELESS_POWERS[ctx.name]
+                t0 = RIDGELESS_GAMMA * (1 - np.sqrt(cz)) ** 2
+                E = [np.asarray(solve(f, cz, t0 * 10.0 ** (-j), model=m, **kw).E).reshape(-1)
+                     for j in range(len(powers) + 1)]
+                est, err = richardson(E, 10, powers)
+                tol = 1e-9 if ctx.name == "numpy" else 10.0 ** (8 - ctx.dps)
+                worst = int(np.argmax([float(v) for v in np.atleast_1d(err)]))
+                if float(np.atleast_1d(err)[worst]) > tol:
+                    raise ConvergenceError("the gamma -> 0 extrapolation did not converge (error estimate "
+                                           f"{float(np.atleast_1d(err)[worst]):.2g} > {tol:g})",
+                                           point=_point(cz[worst], 0.0, {"model": m}))
+                vals[zb] = est
+        out[m] = _finish(ctx, vals, shape)
+    return out if model == "both" else out[model]
 
 
 def _finish(ctx, values, shape):

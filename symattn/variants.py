@@ -51,9 +51,10 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
     - ``heads=[W_1..W_H]`` of the paper's form W_h = I + (rank <= 8), μ from ``mu`` (a (p,) array,
       p the size of the heads; n = round(p/c)): ``readout='sum'`` gives E_A(γ/H²; W̄), with
       ``residual`` E_A(γ/H²; d + 1/H, W̄); ``readout='concat'`` is covered for H = 1 and for
-      identical heads, E_A(γ/H) (§13.2). Other heads (random, MiniLM) with ``readout='sum'`` and no
-      residual go through the summed general-W kernel (:func:`general_sum_error`, numpy only); their
-      concatenation is refused.
+      identical heads, E_A(γ/H) (§13.2). Other heads (random, MiniLM) with ``readout='sum'``, with or
+      without ``residual``, go through the summed general-W kernel (:func:`general_sum_error`, numpy
+      only), one such head (or H identical ones) with ``'concat'`` through the general-W theory itself;
+      the concatenation of distinct heads is refused (§13.2 gives the reason and the measured gaps).
     - ``kernel='softmax'``, ``temperature=τ`` (default 1), ``diagonal='zero'`` and ``n`` (γ is the
       ridge of the softmax layer itself): E_A(γ(n − 1)²/p; ĝ_τ) (§13.3), in the regime of
       :func:`symattn.backends.variants.softmax_regime` only.
@@ -160,14 +161,19 @@ def _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, ker
     if readout == "concat" and H > 1 and not identical:
         raise ParameterError(
             "readout", readout, "'sum' (or identical heads) for the multi-head theory",
-            hint="the concatenation of distinct heads needs the general-W theory (docs/theory.md §13.2), "
-                 "which is not implemented; simulate it with sa.simulate(heads=..., readout='concat')")
+            hint="the concatenation of distinct heads needs a block pencil with one block per head "
+                 "(docs/theory.md §13.2), which is not implemented; simulate it with "
+                 "sa.simulate(heads=..., readout='concat')")
     try:
         gram, rank = _v.head_geometry(hs[:1] if readout == "concat" else hs, mu)
     except ParameterError:
-        if readout != "sum" or residual or ctx.name != "numpy":
+        if ctx.name != "numpy":
             raise
-        return _checked(ctx, general_sum_error(f, float(cb[0]), gb, hs, mu, diagonal, cb), cb, gb, info)
+        if readout == "concat":  # one general head, or H identical ones (M = H M_1): the general-W theory at γ/H
+            E = general_sum_error(f, float(cb[0]), gb / H, hs[:1], mu, diagonal, cb, residual=residual)
+        else:
+            E = general_sum_error(f, float(cb[0]), gb, hs, mu, diagonal, cb, residual=residual)
+        return _checked(ctx, E, cb, gb, info)
     if readout == "concat":  # H identical heads: M = H M_1
         scale, dshift = H, (1.0 if residual else 0.0)
     else:  # Φ = X(δI + Σ K_h) = H X(δI/H + K̄)
@@ -201,7 +207,7 @@ def _pair_cov(f, om1, om2, r, nodes: int = 64):
     return float(np.einsum("i,j,i,ij->", w, w, f1, f2)) - float(w @ f1) * float(w @ (f2 @ w))
 
 
-def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
+def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None, residual: bool = False):
     r"""E of the sum readout Φ = X Σ_h K_h for general heads, by the general-W pencil (docs/theory.md §13.2).
 
     Each head's Gaussian-equivalent kernel (docs/theory.md §12) is (a1_h/c)YᵀW_hY + D_h + σ_hÑ_h; their sum is
@@ -229,6 +235,8 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
     diagonal : {'f', 'zero'}
     cs : array_like, optional
         The c of every point: must all equal ``c``.
+    residual : bool
+        Φ = X(I + Σ_h K_h): the diagonal latent κ of the summed kernel shifted by 1 (docs/theory.md §13.1).
 
     Returns
     -------
@@ -258,6 +266,16 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
         raise ParameterError("c", list(np.unique(cs)), "a single c for general heads")
     f = _activation(f)
     ms = [gw.general_w_model(f, c, W, mu, diagonal=diagonal) for W in heads]
+    m = ms[0] if len(heads) == 1 else _summed_model(gw, f, c, heads, ms, mu, diagonal)
+    if residual:  # I + Σ_h K_h: the identity lands on the kernel's diagonal
+        m = dataclasses.replace(m, kappa=np.asarray(m.kappa, dtype=float) + 1.0)
+    return gw.model_error(m, gamma)["E"]
+
+
+def _summed_model(gw, f, c, heads, ms, mu, diagonal):
+    """The GeneralWModel of Σ_h K_h (H >= 2): summed linear part, noise and diagonal (see general_sum_error)."""
+    import dataclasses
+
     p = heads[0].shape[0]
     a1 = ms[0].a1
     if a1 == 0:
@@ -279,6 +297,5 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
     tau = min(max(s2tau / s2, -1.0), 1.0) if s2 > 1e-300 else 0.0
     kappa = sum(float(m.kappa @ m.kw) for m in ms)
     m0 = gw.general_w_model(f, c, Wt, mu, diagonal=diagonal)
-    m = ms[0] if len(heads) == 1 else dataclasses.replace(m0, a1=a1, sigma2=max(s2, 0.0), tau=tau, kappa=np.array([kappa]), kw=np.array([1.0]),
-                            c_11=sum(mm.c_11 for mm in ms), c_yy=0.0, W=Wt, W_traces=Wt)
-    return gw.model_error(m, gamma)["E"]
+    return dataclasses.replace(m0, a1=a1, sigma2=max(s2, 0.0), tau=tau, kappa=np.array([kappa]), kw=np.array([1.0]),
+                               c_11=sum(mm.c_11 for mm in ms), c_yy=0.0, W=Wt, W_traces=Wt)

@@ -60,8 +60,8 @@ def test_derivative_against_finite_differences():
     f = sa.activation("tanh")
     for g in (0.05, 2.0):
         h = 1e-5 * g
-        E = gw.general_w_error(f, 0.5, [g], W, mu)["E"][0]
-        Fp = gw.general_w_error(f, 0.5, [g - h, g + h], W, mu)["F"]
+        E = gw.general_w_error(f, 0.5, [g], W, mu, signal="linear")["E"][0]
+        Fp = gw.general_w_error(f, 0.5, [g - h, g + h], W, mu, signal="linear")["F"]
         assert E == pytest.approx(-g * g * (Fp[1] - Fp[0]) / (2 * h), rel=1e-6)
 
 
@@ -209,16 +209,17 @@ def test_random_ensembles_n1000(name, c, mu):
 
 
 MINILM_CASES = [(L, h, m) for L in (0, 2, 5) for h in (None, 0) for m in ("zero", "top")]
-#: cases measured outside max(3 se, 3 %) with these seeds and draws (docs/theory.md §12.6): the signal
-#: along W's top direction for all heads (theory 4-8 % high) and single heads at μ = 0, γ = 0.01
-#: (theory 4 % low); the Monte Carlo is deterministic for a fixed seed, so strict xfail is stable
-MINILM_KNOWN_MISSES = {(2, None, "top"), (5, None, "top"), (2, 0, "zero"), (5, 0, "zero")}
+#: cases measured outside max(3 se, 3 %) with these seeds and draws (docs/theory.md §12.6): single heads
+#: at μ = 0, γ = 0.01 (theory 4.4-4.5 % low); the Monte Carlo is deterministic for a fixed seed, so
+#: strict xfail is stable. (μ = top on layers 2 and 5, formerly 4-8 % high, passes with the
+#: strong-direction correction of §12.3.)
+MINILM_KNOWN_MISSES = {(2, 0, "zero"), (5, 0, "zero")}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("layer,head,mu", [
-    pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason="outside the Gaussian-equivalent kernel: strong "
-                                                "directions of W (docs/theory.md §12.6)"))
+    pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason="single head, μ = 0, γ = 0.01: the cubic Hermite "
+                                                "part of a rank-32 kernel is not free noise (docs/theory.md §12.6)"))
     if case in MINILM_KNOWN_MISSES else case for case in MINILM_CASES])
 def test_minilm_acceptance(layer, head, mu):
     """MiniLM, tanh, c = 0.5 (n = 768), 16 draws: within max(3 se, 3 %) of the exact real-W Monte Carlo."""
@@ -230,6 +231,64 @@ def test_minilm_acceptance(layer, head, mu):
                     progress=False)
     tol = np.maximum(3 * r.attention_sem, 0.03 * r.attention_mean)
     assert np.all(np.abs(E - r.attention_mean) <= tol), (E, r.attention_mean, r.attention_sem)
+
+
+HELD_OUT = [(1, 5, "top", 1.0, "tanh", 0.5), (3, None, "zero", 0.0, "erf", 1.0), (4, None, "top", 2.0, "gelu", 0.5),
+            (3, 7, "zero", 0.0, "tanh", 2.0), (1, None, "top", 1.0, "relu", 1.0)]
+#: held-out cases outside max(3 se, 3 %) (docs/theory.md §12.6): a single head at c = 2, μ = 0 (γ = 0.01: +11 %)
+HELD_OUT_MISSES = {(3, 7, "zero", 0.0, "tanh", 2.0)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer,head,mu,snr,f,c", [
+    pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason="single head at μ = 0, small γ: structured cubic "
+                                                "part (docs/theory.md §12.6)")) if case in HELD_OUT_MISSES else case for case in HELD_OUT])
+def test_minilm_held_out(layer, head, mu, snr, f, c):
+    """Held-out MiniLM settings (other layers, heads, activations, c, snr), 16 draws, max(3 se, 3 %)."""
+    rw, wts = _minilm()
+    W = rw.layer_weight(wts, layer, head=head)
+    m = None if mu == "zero" else rw.signal_direction(W, snr)
+    n = round(W.shape[0] / c)
+    E = sa.memorization_error(f, c, GAMMAS, weights=W, mu=m)
+    r = sa.simulate(f, n=n, c=c, gamma=GAMMAS, W=W, mu=m, draws=16, seed=7, models=("attention",), progress=False)
+    tol = np.maximum(3 * r.attention_sem, 0.03 * r.attention_mean)
+    assert np.all(np.abs(E - r.attention_mean) <= tol), (E, r.attention_mean, r.attention_sem)
+
+
+def test_latent_rule_reduces_to_finite_p():
+    """For W = I + (b − 1)μ̂μ̂ᵀ (the surrogate of the strong-direction rule itself), signal='latent' is the
+    finite-p conditional-kernel theory of docs/theory.md §10.3 (a different code path), and for another
+    W it is the Gaussian-equivalent value plus the surrogate's correction."""
+    p = 40
+    mu = np.zeros(p)
+    mu[3] = 1.3
+    e = mu / np.linalg.norm(mu)
+    b = 3.5
+    W = np.eye(p) + (b - 1) * np.outer(e, e)
+    E = sa.memorization_error("tanh", 0.5, [0.3], weights=W, mu=mu)
+    s = np.sqrt(b - 1)
+    ref = sa.memorization_error("tanh", 0.5, [0.3], sa.Geometry.from_vectors(mu, s * e, s * e), n=2 * p,
+                                correction="finite-p")
+    np.testing.assert_allclose(E, ref, rtol=1e-10)
+    lin = gw.general_w_error(sa.activation("tanh"), 0.5, [0.3], W, mu, signal="linear")["E"]
+    assert np.all(np.abs(E - lin) > 1e-4)   # the correction is not zero at t = b‖μ‖²/√p ≈ 0.93
+    assert np.all(E < lin)                  # and it lowers E (conditional mean and slope, §10.1)
+
+
+def test_symmetric_fast_path_equals_dense():
+    """Symmetric W: the eigen-decomposed 2×2-block traces (one eigh) against the dense 2p×2p inverse (a
+    1e-13 asymmetry forces the dense path)."""
+    rng = np.random.default_rng(8)
+    p = 30
+    A = rng.standard_normal((p, p))
+    W = (A + A.T) / np.sqrt(2 * p) + 0.3 * np.eye(p)
+    mu = rng.standard_normal(p) / np.sqrt(p)
+    W2 = W.copy()
+    W2[0, 1] += 1e-13
+    f = sa.activation("tanh")
+    E1 = gw.general_w_error(f, 0.5, [0.05, 2.0], W, mu, signal="linear")["E"]
+    E2 = gw.general_w_error(f, 0.5, [0.05, 2.0], W2, mu, signal="linear")["E"]
+    np.testing.assert_allclose(E1, E2, rtol=1e-10)
 
 
 def test_symbolic_pencil_inverts_to_Q():

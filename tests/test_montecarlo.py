@@ -534,3 +534,49 @@ def test_memory_estimate_bounds_the_measured_peak():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     used, estimate = map(int, out.stdout.split())
     assert used <= estimate <= 2 * used, (used, estimate)
+
+
+@pytest.mark.parametrize("c, snr", [(0.25, 0.0), (0.5, 2.0)])
+def test_linear_alone_p_below_n_uses_the_thin_problem_exactly(c, snr):
+    """E_LR alone at p < n comes from the p×p problem of the reduced QR of Xᵀ (plus the null space of
+    XᵀX): the same numbers as the n×n problem of the joint run, to rounding, and the trace too."""
+    kw = dict(n=300, c=c, gamma=[1e-5, 1e-2, 1.0, 100.0], geometry={"snr": snr}, draws=2, seed=3, progress=False,
+              trace_estimator=True)
+    alone = simulate(TANH, models=("linear",), **kw)
+    joint = simulate(TANH, models=("attention", "linear"), **kw)
+    assert alone.attention is None
+    np.testing.assert_allclose(alone.linear, joint.linear, rtol=1e-9)
+    np.testing.assert_allclose(alone.linear_trace, joint.linear_trace, rtol=1e-9)
+    # the ridgeless limit of one draw: E → ‖r‖²/n = (n − p)/n · (share of y outside the row space of X)
+    assert np.all(alone.linear[:, 0] < 1.0) and np.all(alone.linear[:, 0] > 0.0)
+
+
+@pytest.mark.parametrize("kw", [dict(geometry=G1), dict(W="random", diagonal="zero")])
+def test_torch_batched_draws_equal_one_at_a_time(kw):
+    """A batch of draws (one (B, n, n) stack, one batched eigh) gives each draw's numbers to rounding."""
+    pytest.importorskip("torch")
+    kw = dict(kw)
+    if kw.get("W") == "random":
+        kw["W"] = np.random.default_rng(0).standard_normal((90, 90)) / np.sqrt(90)
+    common = dict(n=60, c=1.5, gamma=[1e-2, 1.0], draws=5, seed=2, progress=False, backend="torch", device="cpu",
+                  trace_estimator=True, **kw)
+    one = simulate(TANH, **common)
+    batched = simulate(TANH, batch=3, **common)  # batches of 3 and 2
+    for name in ("attention", "linear", "attention_trace", "linear_trace"):
+        np.testing.assert_allclose(getattr(batched, name), getattr(one, name), rtol=1e-10)
+    with pytest.raises(ParameterError, match="batch"):
+        simulate(TANH, batch=0, **common)
+
+
+@pytest.mark.gpu
+def test_cuda_float32_within_the_stated_accuracy():
+    """float32 on CUDA, batched: E within 1e-3 relative of float64 (the accuracy simulate states)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA is not available")
+    kw = dict(n=1000, c=1.0, gamma=[0.01, 0.1, 1.0, 10.0], geometry=G1, draws=4, seed=0, progress=False,
+              backend="torch", device="cuda")
+    a = simulate(TANH, dtype="float64", batch=1, **kw)
+    b = simulate(TANH, dtype="float32", **kw)
+    np.testing.assert_allclose(b.attention, a.attention, rtol=1e-3)
+    np.testing.assert_allclose(b.linear, a.linear, rtol=1e-3)

@@ -34,15 +34,17 @@ HAVE_REAL = (importlib.util.find_spec("safetensors") is not None
 SMALL = replace(rp.QUICK, name="test", n=400, draws=6, curve_points=9, mu0_gammas=(0.01, 1.0), mu0_cs=(0.5, 2.0),
                 mu0_snrs=(2.0,), aligned_thetas=(0.0, 1.0, 3.0), aligned_gammas=(0.01, 10.0), heat_points=7,
                 a1zero_cs=(0.5, 2.0), a1zero_snrs=(0.0, 4.0), real_layers=(2, 5), real_ranks=(0, 1),
-                real_gammas=(0.1, 1.0), real_draws=6)
+                real_gammas=(0.1, 1.0), real_draws=6, gw_layers=(2,), gw_heads=(None, 0), gw_gammas=(0.1,), gw_draws=4)
 SYNTHETIC = ("mu0", "aligned", "a1zero")
+FIGURES_HERE = ("ridge",) + SYNTHETIC + ("minilm", "minilm_w")
 
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce")
     t0 = time.perf_counter()
-    summary = rp.run(out=out, settings=SMALL, echo=None, progress=False)
+    # the paper's figures and the real weights; the variants' figures have their own tiny runs (tests/test_variants.py)
+    summary = rp.run(out=out, settings=SMALL, echo=None, progress=False, figures=FIGURES_HERE)
     summary["_wall"] = time.perf_counter() - t0
     return out, summary
 
@@ -58,7 +60,7 @@ def num(v: str) -> float:
 
 def test_files_written(small_run):
     out, summary = small_run
-    expected = list(SYNTHETIC) + (["minilm", "minilm_rank"] if HAVE_REAL else [])
+    expected = list(SYNTHETIC) + (["minilm", "minilm_rank", "minilm_w"] if HAVE_REAL else [])
     for name in expected:
         for ext in ("png", "pdf", "csv"):
             f = out / f"fig_{name}.{ext}"
@@ -83,7 +85,7 @@ def test_each_csv_has_theory_and_monte_carlo(small_run):
             assert num(r["mc_sem"]) >= 0
             assert int(r["draws"]) >= 2
         curves = [r for r in rows if r["kind"] == "curve"]
-        if f.stem != "fig_minilm_rank":
+        if f.stem not in ("fig_minilm_rank", "fig_minilm_w"):  # minilm_w: lines through the points only
             assert len(curves) >= SMALL.curve_points, f
 
 
@@ -170,6 +172,45 @@ def test_real_weights_rows(small_run):
     for r in real:
         by_key.setdefault((r["layer"], r["gamma"]), set()).add(r["mc_mean"])
     assert all(len(v) == 1 for v in by_key.values())
+
+
+@pytest.mark.skipif(not HAVE_REAL, reason="needs the [real] extra")
+def test_general_w_figure_rows(small_run):
+    """fig_minilm_w: one point per (layer, head, μ, γ) of the settings; its theory is the public general-W
+    theory of the real W (recomputed here), its Monte Carlo the exact simulation with that W (rerun here with
+    the seed), the W = I line the paper's theory, and the note's count follows from the CSV by the rule."""
+    import symattn as sa
+    from symattn import realweights as rw
+    from symattn.figures.minilm_w import GENERAL_W
+
+    out, summary = small_run
+    rows = read_csv(out / "fig_minilm_w.csv")
+    pts = [r for r in rows if r["kind"] == "point"]
+    keys = {(int(r["layer"]), r["head"], r["mu"], num(r["gamma"])) for r in pts}
+    assert keys == {(L, h, m, g) for L in SMALL.gw_layers for h in ("all", "h0") for m in ("zero", "top")
+                    for g in SMALL.gw_gammas}
+    assert all(r["mc_model"] == GENERAL_W and int(r["n"]) == 768 and int(r["p"]) == 384 for r in pts)
+    weights = rw.load_minilm()
+    for r in pts:
+        W = rw.layer_weight(weights, int(r["layer"]), "unit", head=None if r["head"] == "all" else 0)
+        mu = rw.signal_direction(W, 1.0) if r["mu"] == "top" else np.zeros(384)
+        assert num(r["snr"]) == pytest.approx(float(mu @ mu), abs=1e-12)
+        assert num(r["t"]) == pytest.approx(float(mu @ W @ mu) / math.sqrt(384), abs=1e-12)
+        if r["head"] == "h0" and r["mu"] == "top":  # one theory and one Monte Carlo point recomputed
+            g = num(r["gamma"])
+            th = float(sa.memorization_error("tanh", 0.5, g, weights=W, mu=mu))
+            assert num(r["theory"]) == pytest.approx(th, rel=1e-9)
+            mc = sa.simulate("tanh", n=768, c=0.5, gamma=[g], draws=SMALL.gw_draws, seed=SMALL.seed, W=W, mu=mu,
+                             models=("attention",), progress=False)
+            assert num(r["mc_mean"]) == pytest.approx(float(mc.attention_mean[0]), rel=1e-9)
+            assert num(r["mc_sem"]) == pytest.approx(float(mc.attention_sem[0]), rel=1e-6)
+    eye = [r for r in rows if r["kind"] == "curve" and r["curve"].startswith("W=I")]
+    assert eye and all(num(r["theory"]) == pytest.approx(float(sa.memorization_error(
+        "tanh", 0.5, num(r["x"]), {"snr": num(r["snr"])}, n=768)), rel=1e-9) for r in eye)
+    ok = sum(abs(num(r["mc_mean"]) - num(r["theory"])) <= max(3 * num(r["mc_sem"]), 0.03 * num(r["theory"]))
+             for r in pts)
+    assert f"{ok}/{len(pts)} points within" in summary["figures"]["minilm_w"]["note"]
+    assert summary["figures"]["minilm_w"]["agreement"]["real_weights"] == len(pts)
 
 
 # ----------------------------------------------------------------------------- agreement() itself
@@ -354,3 +395,85 @@ def test_runner_checks_memory_before_any_run(tmp_path, monkeypatch):
         runner.run()
     assert "n=400, p=200" in str(err.value) and f"{4 * 2**20} bytes" in str(err.value)
     assert runner.computed == 0 and not list(tmp_path.glob("mc-*.npz"))
+
+
+# ----------------------------------------------------------------------------- on the sweep engine (dask)
+TINY_RIDGE = replace(rp.QUICK, name="test", n=60, draws=3, curve_points=5, mu0_gammas=(0.1,), mu0_cs=(1.0,),
+                     mu0_snrs=(1.0,), ridge_draws=3, ridge_a=(40, 80), ridge_gammas=(1e-3, 1.0),
+                     ridge_b_n=60, ridge_b_cs=(0.5, 2.0), ridge_c=(80, 40), ridge_c_snrs=(0.0, 2.0))
+
+
+def test_draw_tasks_equal_the_serial_job():
+    """Draw k alone (the task of a dask worker) is row k of the serial job: the seeds follow the index."""
+    from symattn.figures.runner import simulate_draw, simulate_job
+    from symattn.montecarlo import combine_draws
+
+    job = rp.Job(f="relu", n=50, c=2.0, gammas=(0.01, 1.0), draws=4, geometry=None)
+    whole = simulate_job(job, TINY_RIDGE)
+    done = {k: simulate_draw(job, TINY_RIDGE, k) for k in (2, 0, 3, 1)}  # any order of completion
+    both = combine_draws([done[k] for k in range(4)])
+    assert both.draws == 4
+    np.testing.assert_array_equal(both.attention, whole.attention)
+    np.testing.assert_array_equal(both.linear, whole.linear)
+
+
+HAVE_DASK = importlib.util.find_spec("distributed") is not None
+
+
+@pytest.mark.skipif(not HAVE_DASK, reason="needs the [dask] extra")
+def test_runner_on_a_local_cluster_equals_serial(tmp_path):
+    """Every draw a dask task on two worker processes: the same arrays as the serial runner, cached per job."""
+    from symattn.cluster import dask_client
+
+    def plan(cache_dir=None):
+        runner = rp.Runner(TINY_RIDGE, progress=False, cache_dir=cache_dir)
+        keys = [runner.ridge(40, 2.0, (1e-3, 1.0), 1.0), runner.synthetic("tanh", 0.5, {"snr": 1.0}, linear=True)]
+        return runner, keys
+
+    serial, keys = plan()
+    serial.run()
+    on_dask, _ = plan(tmp_path)
+    with dask_client(workers=2) as client:
+        on_dask.run(client=client)
+    assert (on_dask.computed, on_dask.reused) == (2, 0) and len(list(tmp_path.glob("mc-*.npz"))) == 2
+    for key in keys:
+        a, b = serial.result(key), on_dask.result(key)
+        assert b.draws == a.draws == TINY_RIDGE.draws if key[0] != "ridge" else b.draws == TINY_RIDGE.ridge_draws
+        for name in ("attention", "linear"):
+            x, y = getattr(a, name), getattr(b, name)
+            assert (x is None and y is None) or np.array_equal(x, y), name
+    again, _ = plan(tmp_path)
+    again.run()
+    assert (again.computed, again.reused) == (0, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_DASK, reason="needs the [dask] extra")
+def test_reproduce_on_a_local_cluster_equals_serial(tmp_path):
+    """`reproduce --scheduler local --workers 2 --store DIR` gives the serial CSV numbers; a rerun reuses all."""
+    figs = ["ridge"]
+    serial = rp.run(out=tmp_path / "serial", settings=TINY_RIDGE, figures=figs, echo=None, progress=False)
+    store = tmp_path / "store"
+    cluster = rp.run(out=tmp_path / "cluster", settings=TINY_RIDGE, figures=figs, echo=None, progress=False,
+                     store=store, scheduler="local", workers=2)
+    assert cluster["monte_carlo"]["engine"] == "local-cluster" and serial["monte_carlo"]["engine"] == "serial"
+    assert cluster["monte_carlo"]["computed"] == cluster["monte_carlo"]["runs"] > 0
+    for name in figs:
+        a, b = read_csv(tmp_path / "serial" / f"fig_{name}.csv"), read_csv(tmp_path / "cluster" / f"fig_{name}.csv")
+        assert len(a) == len(b)
+        for ra, rb in zip(a, b):
+            assert (ra["mc_mean"], ra["mc_sem"], ra["theory"]) == (rb["mc_mean"], rb["mc_sem"], rb["theory"])
+    again = rp.run(out=tmp_path / "again", settings=TINY_RIDGE, figures=figs, echo=None, progress=False, store=store)
+    assert (again["monte_carlo"]["computed"], again["monte_carlo"]["reused"]) == (0, cluster["monte_carlo"]["runs"])
+
+
+def test_ridge_figure_matches_the_closed_form(tmp_path):
+    """Figure 1 of the paper (E_LR alone): every Monte Carlo point within max(3 se, 3 %) of the closed form."""
+    s = replace(TINY_RIDGE, ridge_draws=6, ridge_a=(200, 400), ridge_b_n=300, ridge_c=(400, 200))
+    summary = rp.run(out=tmp_path, settings=s, figures=["ridge"], echo=None, progress=False)
+    rows = [r for r in read_csv(tmp_path / "fig_ridge.csv") if r["kind"] == "point"]
+    assert len(rows) == len(s.ridge_gammas) + len(s.ridge_b_cs) + len(s.ridge_c_snrs)
+    for r in rows:
+        gap = abs(num(r["mc_mean"]) - num(r["theory"]))
+        assert gap <= max(3 * num(r["mc_sem"]), 0.03 * num(r["theory"])), r
+    assert summary["figures"]["ridge"]["agreement"]["agree"] == len(rows)

@@ -109,7 +109,7 @@ def test_interrupted_reproduce_leaves_whole_files_and_resumes(tmp_path):
     t0 = time.perf_counter()
     ref = _finish(_start(reference, cache=False))
     wall = time.perf_counter() - t0
-    assert ref == {"runs": 6, "computed": 6, "reused": 0, "cache": None}
+    assert ref == {"runs": 6, "computed": 6, "reused": 0, "cache": None, "engine": "serial"}
     assert not (reference / ".cache").exists()
     for name in STEMS:
         assert (reference / name).is_file(), name

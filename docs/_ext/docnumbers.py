@@ -203,6 +203,78 @@ def minilm_gaps(mc_model: str, rank: int, gamma: float = MINILM_GAMMA) -> list[f
     return [rel_gap(minilm_point(layer, f"r={rank}", mc_model, gamma)) for layer in minilm_layers()]
 
 
+# -- the general-W theory on the real weights --------------------------------------------------------
+#: the measured table of docs/gallery.md §4 (``python -m derivations.general_w --measure-table`` writes it,
+#: ``--refresh-table`` recomputes its theory column; its Monte Carlo has more draws than the quick figure)
+MINILM_W_TABLE = FIGURES.parent / "minilm_w_mc.csv"
+
+
+@lru_cache(maxsize=None)
+def minilm_w_rows() -> tuple[dict, ...]:
+    """The rows of ``docs/minilm_w_mc.csv`` (layer, head, mu, gamma, mc_mean, mc_sem, theory, ...), typed."""
+    with open(MINILM_W_TABLE, newline="", encoding="utf-8") as fh:
+        out = []
+        for r in csv.DictReader(fh):
+            r = dict(r)
+            for k in ("snr", "c", "gamma", "mc_mean", "mc_sem", "theory", "theory_linear"):
+                r[k] = float(r[k])
+            for k in ("layer", "n", "p", "draws", "seed"):
+                r[k] = int(r[k])
+            out.append(r)
+        return tuple(out)
+
+
+def _head(h: str) -> str:
+    return "all" if h in ("all", "None") else f"h{int(h.lstrip('h'))}"
+
+
+def minilm_w_table() -> str:
+    """One row per (layer, head, μ): MC ± se / theory (gap) at every γ; ✗ marks a cell outside the rule."""
+    rows = minilm_w_rows()
+    gammas = sorted({r["gamma"] for r in rows})
+    keys = list(dict.fromkeys((r["layer"], r["head"], r["mu"]) for r in rows))
+    body = []
+    for key in keys:
+        cells = []
+        for g in gammas:
+            (r,) = [r for r in rows if (r["layer"], r["head"], r["mu"]) == key and r["gamma"] == g]
+            mark = "" if agrees(r) else " ✗"
+            cells.append(f"{num(r['mc_mean'])} ± {num(r['mc_sem'])} / {num(r['theory'])} "
+                         f"({pct(rel_gap(r), 1, sign=True)}{mark})")
+        layer, head, mu = key
+        body.append([str(layer), _head(head), "0" if mu == "zero" else "top", *cells])
+    return _table(["layer", "head", "μ", *(f"γ = {g:g}: MC ± se / theory (gap)" for g in gammas)], body)
+
+
+def minilm_w_gaps(head_all: bool, mu: str, theory: str = "theory") -> list[float]:
+    """(MC − theory)/theory over the table's rows of all heads (or single heads) and one signal; ``theory_linear``:
+    against the Gaussian-equivalent part alone (without the strong-direction correction)."""
+    return [rel_gap(r, theory) for r in minilm_w_rows() if (r["head"] == "all") == head_all and r["mu"] == mu]
+
+
+def minilm_w_outliers() -> str:
+    bad = [r for r in minilm_w_rows() if not agrees(r)]
+    return "; ".join(f"layer {r['layer']} {_head(r['head'])} μ = {'0' if r['mu'] == 'zero' else 'top'} "
+                     f"γ = {r['gamma']:g}: {pct(rel_gap(r), 1, sign=True)} "
+                     f"({abs(r['mc_mean'] - r['theory']) / r['mc_sem']:.1f} se)" for r in bad) or "none"
+
+
+def minilm_w_quick() -> dict[str, str]:
+    """The numbers of the quick figure fig_minilm_w (general-W theory and W = I against the real-W MC)."""
+    out = {}
+    pts = points("minilm_w")
+    out["minilm_w_quick_agree"] = count(sum(map(agrees, pts)), len(pts))
+    out["minilm_w_quick_max_gap"] = pct(max(abs(rel_gap(r)) for r in pts), 1)
+    out["minilm_w_quick_draws"] = str(pts[0]["draws"])
+    out["minilm_w_quick_layers"] = ", ".join(sorted({str(r["layer"]) for r in pts}))
+    eye = {(r["mu"], r["x"]): r["theory"] for r in rows("minilm_w")
+           if r["kind"] == "curve" and str(r["curve"]).startswith("W=I")}
+    eye_gaps = [(r["mc_mean"] - eye[(r["mu"], r["gamma"])]) / eye[(r["mu"], r["gamma"])] for r in pts
+                if (r["mu"], r["gamma"]) in eye]
+    out["minilm_w_eye_gap"] = pct_range(eye_gaps)
+    return out
+
+
 # -- all of them -----------------------------------------------------------------------------------
 def substitutions() -> dict[str, str]:
     """Every ``{{ key }}`` the pages may use, with its value (Markdown)."""
@@ -277,7 +349,43 @@ def substitutions() -> dict[str, str]:
     lr_small = minilm_point(0, "E_LR", THEORY_MODEL, 0.01)
     lr_big = minilm_point(0, "E_LR", THEORY_MODEL, 10.0)
     out["minilm_lr_small_gamma"], out["minilm_lr_large_gamma"] = num(lr_small["theory"], 2), num(lr_big["theory"], 2)
+    # fig_minilm_w and the measured table
+    t0 = minilm_w_rows()[0]
+    out["minilm_w_table"] = minilm_w_table()
+    out["minilm_w_draws"], out["minilm_w_seed"] = str(t0["draws"]), str(t0["seed"])
+    out["minilm_w_n"], out["minilm_w_p"], out["minilm_w_c"] = str(t0["n"]), str(t0["p"]), f"{t0['c']:g}"
+    out["minilm_w_agree"] = count(sum(map(agrees, minilm_w_rows())), len(minilm_w_rows()))
+    out["minilm_w_outliers"] = minilm_w_outliers()
+    for head_all, hk in ((True, "all"), (False, "head")):
+        for mu in ("zero", "top"):
+            for th, suffix in (("theory", ""), ("theory_linear", "_linear")):
+                gaps = minilm_w_gaps(head_all, mu, th)
+                out[f"minilm_w_{hk}_{mu}{suffix}_gap"] = (f"{pct(min(gaps), 1, sign=True)} to "
+                                                          f"{pct(max(gaps), 1, sign=True)}")
+    lin_ok = sum(agrees(r, "theory_linear") for r in minilm_w_rows())
+    out["minilm_w_linear_agree"] = count(lin_ok, len(minilm_w_rows()))
+    out.update(minilm_w_quick())
+    # the paper's Figure 1 and the layer variants (docs/gallery.md §0, §5)
+    for fig in ("ridge", "heads", "residual", "softmax"):
+        ok, total, gap = agreement(fig)
+        out[f"{fig}_agree"] = count(ok, total)
+        out[f"{fig}_max_gap"] = pct(gap)
+    out["paper_wall"] = paper_wall()
     return out
+
+
+def paper_wall() -> str:
+    """The wall time of the recorded ``symattn reproduce --paper`` run (``docs/paper_run.json``,
+    its ``--json`` summary), with its engine and the number of Monte Carlo runs and draws."""
+    import json
+
+    path = FIGURES.parent / "paper_run.json"
+    if not path.is_file():
+        return "not recorded"
+    run = json.loads(path.read_text(encoding="utf-8"))
+    mc = run["monte_carlo"]
+    return (f"{run['seconds'] / 60:.0f} min ({mc['engine']}, {run['workers']} workers; {mc['runs']} Monte Carlo runs, "
+            f"{run['draws']} draws, load average {run['load_average']:.1f} at the start)")
 
 
 if __name__ == "__main__":  # python docs/_ext/docnumbers.py: print them

@@ -12,16 +12,18 @@ float64, polished by Newton's method in the working arithmetic. Each value comes
 amplification of rounding errors (cancellation between the partial fractions, e.g. for small
 a1 ≠ 0, where two roots are large). A point is solved here when
 
-- Newton on e = I(e) converges from (1/γ, 0, 0) on the branch (e1 > 0, 0 ≤ e2 ≤ 1, Δ > 0 on the
-  support: no root of Δ on [a, b] and Δ((a+b)/2) > 0);
+- Newton on e = I(e) converges from its start (:func:`_start`: (1/γ, 0, 0), continuation in γ, or
+  the float64 solution for mpmath) on the branch (e1 > 0, 0 ≤ e2 ≤ 1, Δ > 0 on the support: no root
+  of Δ on [a, b] and Δ((a+b)/2) > 0);
 - no root of Δ meets the support (distance below :data:`SUPPORT_DISTANCE`·(b − a));
 - the estimated relative error of E_A (amplification × rounding, and a perturbation of the traces
   through the Woodbury step) is at most :data:`CLOSED_ACCEPT` (float64) or 10^{6−dps} (mpmath).
 
 Every other point is left to the quadrature solver (:mod:`symattn.backends.solver`), which has the
 continuation in γ, the reduced a1 = d = 0 equation and the damped fixed point; the result's
-``method`` says which one solved each point. With mpmath the closed form runs with
-:data:`GUARD_DIGITS` more digits than asked for.
+``closed`` field (``TheoryResult.closed``) says which one solved each point. The Woodbury step is
+:func:`woodbury_scaled` (equilibrated; exact rational only where that is ill-conditioned). With
+mpmath the closed form runs with :data:`GUARD_DIGITS` more digits than asked for.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ CLOSED_ACCEPT = 1e-11
 #: extra digits of the mpmath closed form
 GUARD_DIGITS = 12
 NEWTON_MAX_ITER = 40
+#: random draws of the perturbation estimates of the closed form's error (:func:`attention_closed`)
+DRAWS = 2
 
 E_ARGS = (e1, e2, e3, c, gamma, a1, s2, d)
 R_ARGS = (P_unknown, e2, e3, c, gamma, a1, s2, d)
@@ -117,6 +121,55 @@ def reduced(key: str, linear: bool):
     return [reduce_integrand(x, beta, Delta, j, linear=linear) for x, j in items]
 
 
+@dataclass(frozen=True)
+class ClosedDefinition:
+    """The SymPy side of one closed kernel: ``coefficients`` (expressions in ``args`` and the
+    ``intermediates``) at the places ``layout`` [(item, slot)] -- slots 0..L−1 the moments M^c_l,
+    L + k the I_{1,k}, L + n + k the I_{2,k} (n = deg Δ) -- and the atom values ``atom`` g_i(0) of
+    the items ``atom_items``. Compiled here (:func:`closed_kernel`) and printed into generated
+    solvers (:mod:`symattn.codegen`)."""
+
+    args: tuple
+    intermediates: tuple
+    coefficients: tuple
+    layout: tuple
+    items: int
+    moments: int
+    n: int
+    atom: tuple
+    atom_items: tuple
+
+
+@lru_cache(maxsize=None)
+def closed_definition(key: str, linear: bool) -> ClosedDefinition:
+    """The closed kernel ``key`` reduced to coefficients on the basis (``linear``: the a1 = 0 form,
+    Δ linear in λ), from :func:`reduced`.
+
+    Examples
+    --------
+    >>> k = closed_definition("newton", True)
+    >>> k.items, k.n, len(k.coefficients) == len(k.layout)
+    (12, 1, True)
+    """
+    items, args, inter = _items(key)
+    red = reduced(key, linear)
+    n = 1 if linear else 3
+    L = max([q.degree() for q, _, _ in red] + [0]) + 1
+    layout, coefficients = [], []
+    for i, (q, r1, r2) in enumerate(red):
+        for poly, base in ((q, 0), (r1, L), (r2, L + n)):
+            for mon, cf in zip(poly.monoms(), poly.coeffs()):
+                if cf != 0:
+                    layout.append((i, base + mon[0]))
+                    coefficients.append(sp.sympify(cf))
+    # g_i(0) for the atom, from the integrand itself: β(0) = b0, Δ(0) = D0
+    at0 = [(i, sp.sympify(x).subs({beta: b0, Delta: D0}).subs(lam, 0)) for i, (x, j) in enumerate(items) if j == 0]
+    at0 = [(i, x) for i, x in at0 if x != 0]
+    return ClosedDefinition(args=args, intermediates=inter, coefficients=tuple(coefficients), layout=tuple(layout),
+                            items=len(items), moments=L, n=n, atom=tuple(x for _, x in at0),
+                            atom_items=tuple(i for i, _ in at0))
+
+
 @lru_cache(maxsize=None)
 def closed_kernel(key: str, linear: bool, modules: str) -> ClosedKernel:
     """The compiled :class:`ClosedKernel` of ``key`` ('newton', 'sensitivity', 'tangent',
@@ -128,31 +181,18 @@ def closed_kernel(key: str, linear: bool, modules: str) -> ClosedKernel:
     >>> k.items, k.n
     (3, 3)
     """
-    items, args, inter = _items(key)
-    red = reduced(key, linear)
-    n = 1 if linear else 3
-    L = max([q.degree() for q, _, _ in red] + [0]) + 1
-    layout, exprs = [], []
-    for i, (q, r1, r2) in enumerate(red):
-        for poly, base in ((q, 0), (r1, L), (r2, L + n)):
-            for mon, cf in zip(poly.monoms(), poly.coeffs()):
-                if cf != 0:
-                    layout.append((i, base + mon[0]))
-                    exprs.append(cf)
-    fn = CompiledExprs(exprs, args, modules, intermediates=inter) if exprs else None
-    # g_i(0) for the atom, from the integrand itself: β(0) = b0, Δ(0) = D0
-    at0 = [(i, sp.sympify(x).subs({beta: b0, Delta: D0}).subs(lam, 0)) for i, (x, j) in enumerate(items) if j == 0]
-    at0 = [(i, x) for i, x in at0 if x != 0]
-    atom_fn = CompiledExprs([x for _, x in at0], args, modules, intermediates=inter) if at0 else None
-    return ClosedKernel(fn=fn, layout=layout, items=len(items), moments=L, n=n, atom_fn=atom_fn,
-                        atom_items=tuple(i for i, _ in at0))
+    k = closed_definition(key, linear)
+    fn = CompiledExprs(list(k.coefficients), k.args, modules, intermediates=k.intermediates) if k.coefficients else None
+    atom_fn = CompiledExprs(list(k.atom), k.args, modules, intermediates=k.intermediates) if k.atom else None
+    return ClosedKernel(fn=fn, layout=list(k.layout), items=k.items, moments=k.moments, n=k.n, atom_fn=atom_fn,
+                        atom_items=k.atom_items)
 
 
 # ============================================================================ complex arithmetic per context
 class _Complex:
     """The few complex operations the basis needs, for float64 (complex128) and mpmath (mpc)."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, extended: bool = True):
         self.mp = ctx.name == "mpmath"
         if self.mp:
             self.sqrt = np.frompyfunc(mpmath.sqrt, 1, 1)
@@ -161,7 +201,8 @@ class _Complex:
             self.tocomplex = np.frompyfunc(lambda x: mpmath.mpc(x), 1, 1)
         else:
             self.sqrt, self.re, self.im = np.sqrt, np.real, np.imag
-            self.tocomplex = lambda x: np.asarray(x, dtype=np.clongdouble)
+            cdt = np.clongdouble if extended else np.complex128
+            self.tocomplex = lambda x: np.asarray(x, dtype=cdt)
 
     def absf(self, x):
         return np.abs(x).astype(float) if self.mp else np.abs(x)
@@ -322,7 +363,7 @@ def _divided_basis(m, z, c_, U, K):
     return [m123, h1, h2]
 
 
-def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool) -> Basis:
+def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: bool = True) -> Basis:
     r"""M_l (l < ``moments``), I_{1,j}, I_{2,j} (j < deg Δ) at Δ = D0 + D1λ + λ(b1λ + b0)² (docs/theory.md §5.8).
 
     Cubic Δ = L3 ∏(λ − z_i): I^c_{1,j} = h_j[z1, z2, z3]/L3, the second divided difference of
@@ -332,7 +373,8 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool) -> Basis:
     Δ = L1(λ − z): I^c_{1,0} = m_c(z)/L1. Then I^c_{2,j} = −∂I^c_{1,j}/∂D0 (dual numbers, with
     ∂z_i/∂D0 = −1/Δ'(z_i)), and the atom: I_{k,0} = I^c_{k,0} + (1 − c)_+/D0^k. The magnitude is
     |value| plus the change between two orderings of the roots, divided by the unit roundoff.
-    All arguments (P,).
+    All arguments (P,). ``extended=False``: float64 in complex128 rather than numpy's longdouble
+    (Newton's iterates before the last steps; mpmath ignores it).
 
     Examples
     --------
@@ -343,10 +385,10 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool) -> Basis:
     >>> B.cont.shape, bool(0 < B.cont[0, 2] < 1)                                # ∫ dμ_S/(1 + λ³)
     ((1, 8), True)
     """
-    cx = _Complex(ctx)
+    cx = _Complex(ctx, extended)
     P = rc.shape[0]
     n = 1 if linear else 3
-    if not cx.mp:  # float64: the basis in extended precision (numpy's longdouble), rounded at the end
+    if not cx.mp and extended:  # float64: the basis in extended precision (numpy's longdouble), rounded at the end
         rc, b0v, b1v, D0v, D1v = (np.asarray(v, dtype=np.longdouble) for v in (rc, b0v, b1v, D0v, D1v))
     L3, L2, L1, L0 = b1v**2, 2 * b0v * b1v, D1v + b0v**2, D0v
     zc = _roots(ctx, cx, L3, L2, L1, L0, linear)
@@ -370,7 +412,8 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool) -> Basis:
             order = np.argsort(np.asarray(ctx.to_float(cx.absf(zc)), dtype=float), axis=1)
             take = lambda A, o: np.take_along_axis(A, o, axis=1)  # noqa: E731
             hs = []
-            for perm in ((0, 1, 2), (1, 0, 2)):
+            # the second ordering only for the magnitudes (extended: the values that are kept)
+            for perm in ((0, 1, 2), (1, 0, 2))[:2 if extended or cx.mp else 1]:
                 o = order[:, list(perm)]
                 zs, ms, ds = take(zc, o), take(m, o), take(md * dz, o)
                 zd = [_Dual(zs[:, i], take(dz, o)[:, i]) for i in range(3)]
@@ -388,7 +431,7 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool) -> Basis:
     u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
     Mcont = mp_moments(ctx, rc, max(moments, 3))
     Mcont[:, 0] = np.where(below[:, 0], c_[:, 0], 0 * c_[:, 0] + 1)
-    dtype = object if cx.mp else np.longdouble
+    dtype = object if cx.mp else (np.longdouble if extended else float)
     cont = np.empty((P, moments + 2 * n), dtype=dtype)
     cont[:, :moments] = Mcont[:, :moments]
     for j in range(n):
@@ -458,9 +501,9 @@ def _intermediates_e(p, e, idx):
     return b0v, b1v, w, w * s * e[:, 0]
 
 
-def _basis_e(ctx, p, e, idx, kern):
+def _basis_e(ctx, p, e, idx, kern, extended=True):
     b0v, b1v, D0v, D1v = _intermediates_e(p, e, idx)
-    B = basis(ctx, p.rc[idx], b0v, b1v, D0v, D1v, kern.moments, kern.n == 1)
+    B = basis(ctx, p.rc[idx], b0v, b1v, D0v, D1v, kern.moments, kern.n == 1, extended=extended)
     B.ok &= _delta_mid_positive(ctx, p.rc[idx], b0v, b1v, D0v, D1v)
     return B
 
@@ -469,9 +512,9 @@ def _eargs(p, e, idx):
     return (e[:, 0], e[:, 1], e[:, 2], p.rc[idx], p.gamma[idx], p.a1[idx], p.s2[idx], p.d[idx])
 
 
-def _newton_map(ctx, p, e, idx, kern):
+def _newton_map(ctx, p, e, idx, kern, extended=True):
     """I(e) (P, 3), its magnitude (P, 3), ∫∂g/∂e (P, 3, 3) and the admissibility mask."""
-    B = _basis_e(ctx, p, e, idx, kern)
+    B = _basis_e(ctx, p, e, idx, kern, extended)
     vals, mags = integrate(ctx, kern, B, _eargs(p, e, idx), len(idx))
     ef = np.asarray(ctx.to_float(e), dtype=float)
     ok = B.ok & (ef[:, 0] > 0) & np.all(np.isfinite(np.asarray(ctx.to_float(vals), dtype=float)), axis=1)
@@ -484,19 +527,81 @@ def _residual(ctx, e, I, A):
     return _relative_residual(ctx, e, I, A)
 
 
-def solve_bulk_closed(ctx, p: _Points, idx, linear: bool):
-    """Newton on e = I(e) in closed form at the points ``idx`` (one a1 = 0 group); returns (e, residual,
-    converged mask, error bound of e (P, 3), Newton iterations)."""
+#: continuation in γ: a group of at least this many points with one (c, a1, s², d) first solves
+#: every CONTINUATION_STRIDE-th point in γ order, and the others start from the interpolation
+CONTINUATION_MIN = 16
+CONTINUATION_STRIDE = 8
+#: float64: Newton's iterates use the complex128 basis until the residual is below this
+FAST_SWITCH = 1e-12
+
+
+def _start(ctx, p: _Points, idx, linear: bool):
+    r"""Newton's starting points at ``idx``: (1/γ, 0, 0) (as the quadrature solver), or better:
+
+    - mpmath: the float64 closed-form solution, where it converges (error ~1e-13: two or three
+      Newton steps to 40 digits);
+    - float64, a group of at least :data:`CONTINUATION_MIN` points with the same (c, a1, s², d):
+      continuation -- every :data:`CONTINUATION_STRIDE`-th point in γ is solved first (by this
+      function again, so the levels nest), and each point between two converged ones starts from
+      the interpolation of (log e1, e2, e3) in log γ.
+    """
+    from .context import FloatContext
     from .solver import _initial_guess
 
-    kern = closed_kernel("newton", linear, ctx.lambdify_modules)
-    eye = ctx.convert(np.eye(3))[None]
     e = _initial_guess(ctx, p.gamma[idx])
-    I, A, JI, ok = _newton_map(ctx, p, e, idx, kern)
-    res = np.where(ok, _residual(ctx, e, I, A), np.inf)
-    merit = np.where(ok, res, np.inf)
-    # aim past the tolerance (the error of e is the residual times the condition of I − ∫∂g/∂e)
-    target = float(ctx.tol) * 1e-3
+    if ctx.name == "mpmath":
+        fctx = FloatContext()
+        pf = _Points(fctx, *(np.asarray(ctx.to_float(x), dtype=float) for x in (p.c, p.gamma, p.a1, p.s2, p.d)))
+        with np.errstate(all="ignore"):
+            ef, _, conv, _, _ = solve_bulk_closed(fctx, pf, idx, linear)
+        e[conv] = ctx.convert(ef[conv])
+        return e
+    if len(idx) < CONTINUATION_MIN:
+        return e
+    key = np.stack([np.asarray(x[idx], dtype=float) for x in (p.c, p.a1, p.s2, p.d)], axis=1)
+    _, group = np.unique(key, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    lg = np.log(np.asarray(p.gamma[idx], dtype=float))
+    order = np.lexsort((lg, group))
+    sections = np.split(order, np.nonzero(np.diff(group[order]))[0] + 1)
+    coarse = [sec[np.r_[0:len(sec):CONTINUATION_STRIDE, len(sec) - 1]] for sec in sections
+              if len(sec) >= CONTINUATION_MIN]
+    if not coarse:
+        return e
+    sub = np.unique(np.concatenate(coarse))
+    ec, _, conv, _, _ = solve_bulk_closed(ctx, p, idx[sub], linear)
+    got = np.full((len(idx), 3), np.nan)
+    got[sub[conv]] = ec[conv]
+    for sec in sections:
+        if len(sec) < CONTINUATION_MIN:
+            continue
+        at = sec[np.isfinite(got[sec, 0])]
+        cs = sec[np.r_[0:len(sec):CONTINUATION_STRIDE, len(sec) - 1]]
+        # between two coarse points that both converged
+        pos = np.searchsorted(lg[cs], lg[sec], side="right")
+        left, right = cs[np.clip(pos - 1, 0, len(cs) - 1)], cs[np.clip(pos, 0, len(cs) - 1)]
+        inside = np.isfinite(got[left, 0]) & np.isfinite(got[right, 0])
+        if at.size < 2 or not inside.any():
+            continue
+        fine = sec[inside]
+        x, xs = lg[fine], lg[at]
+        e[fine, 0] = np.exp(np.interp(x, xs, np.log(got[at, 0])))
+        e[fine, 1] = np.interp(x, xs, got[at, 1])
+        e[fine, 2] = np.interp(x, xs, got[at, 2])
+    e[sub[conv]] = ec[conv]
+    return e
+
+
+def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
+    """Damped Newton on e = I(e) from ``e`` until the relative residual is at most ``target``, or stalls
+    below ``tol``; returns (e, I, A, ∫∂g/∂e, residual, dead mask, iterations). ``polish``: from a solution
+    of lower precision (residual below ``tol``), one full step, kept if it does not raise the residual
+    above ``tol``, and no more."""
+    eye = ctx.convert(np.eye(3))[None]
+    e = e.copy()
+    I, A, JI, ok = _newton_map(ctx, p, e, idx, kern, extended)
+    with np.errstate(all="ignore"):
+        res = np.where(ok, _residual(ctx, e, I, A), np.inf)
     active = np.nonzero(ok & (res > target))[0]
     dead = ~ok
     done = np.zeros(len(res), dtype=bool)
@@ -511,23 +616,60 @@ def solve_bulk_closed(ctx, p: _Points, idx, linear: bool):
         pending, pstep = active, step
         for _ in range(30):
             trial = e[pending] - ctx.convert(t) * pstep
-            I_t, A_t, JI_t, ok_t = _newton_map(ctx, p, trial, idx[pending], kern)
+            I_t, A_t, JI_t, ok_t = _newton_map(ctx, p, trial, idx[pending], kern, extended)
             with np.errstate(all="ignore"):
                 r_t = np.where(ok_t, _residual(ctx, trial, I_t, A_t), np.inf)
-            near = merit[pending] <= float(ctx.tol)   # converged: only steps that improve
-            better = ok_t & np.where(near, r_t < 0.5 * merit[pending],
-                                     (r_t < 1e4 * merit[pending]) | (r_t <= float(ctx.tol)))
+            near = res[pending] <= tol   # converged: only full steps that improve (else rounding level)
+            halved = (r_t <= tol) if polish else (r_t < 0.5 * res[pending])
+            better = ok_t & np.where(near, halved, (r_t < 1e4 * res[pending]) | (r_t <= tol))
+            if polish:
+                done[pending[near]] = True
             took = pending[better]
             e[took], I[took], A[took], JI[took] = trial[better], I_t[better], A_t[better], JI_t[better]
-            res[took] = merit[took] = r_t[better]
-            pending, pstep = pending[~better], pstep[~better]
+            res[took] = r_t[better]
+            done[pending[~better & near]] = True
+            keep = ~better & ~near
+            pending, pstep = pending[keep], pstep[keep]
             if not pending.size:
                 break
             t *= 0.5
-        stalled = pending[merit[pending] <= float(ctx.tol)]
-        dead[np.setdiff1d(pending, stalled)] = True
-        done[stalled] = True
+        dead[pending] = True
         active = np.nonzero(~dead & ~done & (res > target))[0]
+    return e, I, A, JI, res, dead, iterations
+
+
+def solve_bulk_closed(ctx, p: _Points, idx, linear: bool):
+    """Newton on e = I(e) in closed form at the points ``idx`` (one a1 = 0 group), from :func:`_start`,
+    and from (1/γ, 0, 0) again where that start did not converge (float64: complex128 iterates until the
+    residual is below :data:`FAST_SWITCH`, then extended precision, from the start again where
+    complex128 failed); returns (e, residual, converged mask, error bound of e (P, 3), Newton iterations)."""
+    from .solver import _initial_guess
+
+    default = _initial_guess(ctx, p.gamma[idx])
+    start = _start(ctx, p, idx, linear)
+    e, res, conv, de, its = _solve_from(ctx, p, idx, linear, start)
+    moved = np.any(np.asarray(ctx.to_float(start), dtype=float) != np.asarray(ctx.to_float(default), dtype=float),
+                   axis=1)
+    retry = np.nonzero(~conv & moved)[0]   # a warm start that led astray
+    if retry.size:
+        e2, res2, conv2, de2, its2 = _solve_from(ctx, p, idx[retry], linear, default[retry])
+        e[retry], res[retry], conv[retry], de[retry] = e2, res2, conv2, de2
+        its += its2
+    return e, res, conv, de, its
+
+
+def _solve_from(ctx, p: _Points, idx, linear: bool, e):
+    """:func:`solve_bulk_closed` from the start ``e``."""
+    kern = closed_kernel("newton", linear, ctx.lambdify_modules)
+    iterations = 0
+    if ctx.name == "numpy":
+        e0 = e
+        e, _, _, _, _, dead, iterations = _newton(ctx, p, e, idx, kern, False, FAST_SWITCH, FAST_SWITCH)
+        e[dead] = e0[dead]   # complex128 lost its way (e.g. e1 ~ 1/γ ~ 1e6): again in extended precision
+    # aim past the tolerance (the error of e is the residual times the condition of I − ∫∂g/∂e)
+    e, I, A, JI, res, dead, its = _newton(ctx, p, e, idx, kern, True, float(ctx.tol) * 1e-3, float(ctx.tol),
+                                          polish=ctx.name == "numpy")
+    iterations += its
     ef = np.asarray(ctx.to_float(e), dtype=float)
     conv = (res <= float(ctx.tol)) & (ef[:, 1] > -1e-9) & (ef[:, 1] < 1 + 1e-9) & ~dead
     # the error of e that the error of the map I (u·magnitude) causes: |(I − ∫∂g/∂e)^{-1}| u·A
@@ -538,7 +680,10 @@ def solve_bulk_closed(ctx, p: _Points, idx, linear: bool):
         de = np.full(ef.shape, np.inf)
         if ok.any():
             Jinv = np.full(Jf.shape, np.nan)
-            Jinv[ok] = np.linalg.pinv(Jf[ok])
+            try:
+                Jinv[ok] = np.linalg.inv(Jf[ok])
+            except np.linalg.LinAlgError:   # a singular one among them
+                Jinv[ok] = np.linalg.pinv(Jf[ok])
             scale = np.maximum(np.asarray(ctx.to_float(A[ok]), dtype=float), np.abs(ef[ok]))
             err = scale * np.maximum(u, np.asarray(res[ok], dtype=float)[:, None])
             de[ok] = np.einsum("pij,pj->pi", np.abs(Jinv[ok]), err)
@@ -649,7 +794,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
     >>> bool(out["ok"].all()), bool(out["E"][0] < out["E"][1])
     (True, True)
     """
-    from .solver import kernel_coefficients, woodbury
+    from .solver import kernel_coefficients
 
     work = ctx
     if ctx.name == "mpmath":
@@ -687,17 +832,23 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                 A = kernel_coefficients(work, p.a1[idx], gq, rank) if coefficients is None else coefficients[idx]
                 args = (A, gq, rank, p.rc[idx])
                 kw = dict(a1=p.a1[idx] if coefficients is None else None)
-                Fv, Fd = woodbury(work, T, T_dot, *args, centred=U, **kw)
+                Fv, Fd, kappa = woodbury_scaled(work, T, T_dot, *args, centred=U, **kw)
+                kw["exact"] = kappa == 0 if work.name == "numpy" else None
                 Ev = -(p.gamma[idx] ** 2) * Fd
                 est = _precision(work, T, U, T_dot, args, kw, Ev, p.gamma[idx], res)
+                est = np.maximum(est, kappa * np.finfo(float).eps)   # the float64 Woodbury solve: κ_s·eps
                 rng = np.random.default_rng(2024)
                 E0 = np.abs(np.asarray(work.to_float(Ev), dtype=float))
-                for _ in range(2):  # the basis integrals moved by their error estimates
-                    ep = e + work.convert(de * rng.uniform(-1, 1, de.shape))
-                    Tp, Up, Tdp, _, _ = closed_traces(work, p, ep, idx, linear, noise=rng)
-                    _, Fdp = woodbury(work, Tp, Tdp, *args, centred=Up, **kw)
-                    dE = np.abs(np.asarray(work.to_float(-(p.gamma[idx] ** 2) * Fdp - Ev), dtype=float))
-                    est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
+                # the basis integrals and e moved by their error estimates, DRAWS draws in one batch
+                rep = np.tile(np.arange(len(idx)), DRAWS)
+                ep = e[rep] + work.convert(np.tile(de, (DRAWS, 1)) * rng.uniform(-1, 1, (len(rep), 3)))
+                Tp, Up, Tdp, _, _ = closed_traces(work, p, ep, idx[rep], linear, noise=rng)
+                argsp = tuple(x[rep] for x in args[:2]) + (rank, args[3][rep])
+                kwp = {k_: (None if v is None else v[rep]) for k_, v in kw.items()}
+                _, Fdp, _ = woodbury_scaled(work, Tp, Tdp, *argsp, centred=Up, **kwp)
+                dE = np.abs(np.asarray(work.to_float(-(p.gamma[idx[rep]] ** 2) * Fdp - Ev[rep]), dtype=float))
+                dE = np.max(dE.reshape(DRAWS, -1), axis=0)
+                est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
             good = okb & np.isfinite(est)
             limit = CLOSED_ACCEPT if ctx.name == "numpy" else 10.0 ** (6 - ctx.dps)
             good &= est <= limit
@@ -712,11 +863,102 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
             "iterations": iterations}
 
 
+def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None, exact=None):
+    r"""F and F'(γ) by the Woodbury identity (:func:`symattn.backends.solver.woodbury`, docs/theory.md §6.6),
+    with the float64 solve of v = (I + ĈΓ)^{-1}e_0 on the equilibrated matrix R(I + ĈΓ)S (R, S diagonal
+    powers of two: every row, then every column, of largest entry in [1/2, 1)).
+
+    At small γ, Γ ~ 1/γ makes I + ĈΓ badly scaled (condition ~ 1/γ) but not ill-conditioned: the
+    equilibrated condition number κ_s (1-norm, from the inverse) stays ~10²; only points with
+    κ_s·eps at least :data:`symattn.backends.solver.WOODBURY_COND` go to the exact rational step of
+    :func:`~symattn.backends.solver.woodbury`. mpmath: :func:`~symattn.backends.solver.woodbury` itself.
+
+    ``exact`` (P,) bool, optional: the points for the exact step, given (no condition number is
+    computed then: the perturbed evaluations of :func:`attention_closed` follow the unperturbed one).
+
+    Returns
+    -------
+    F, F_dot, kappa : arrays (P,)
+        κ_s (0 where the exact step solved the point, NaN where ``exact`` was given; 0 for mpmath).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> from symattn.backends import solver
+    >>> ctx = FloatContext()
+    >>> sol = solver.solve_bulk(ctx, 0.5, [1e-5, 1.0], 1.0, 0.0, 0.0)
+    >>> T, T_dot = solver.traces(ctx, sol, solver.bulk_derivative(ctx, sol))
+    >>> G = np.broadcast_to(np.ones((3, 3)), (2, 3, 3))
+    >>> A = solver.kernel_coefficients(ctx, np.ones(2), G, 1)
+    >>> F, Fd, kappa = woodbury_scaled(ctx, T, T_dot, A, G, 1, np.sqrt([0.5, 0.5]))
+    >>> F0, Fd0 = solver.woodbury(ctx, T, T_dot, A, G, 1, np.sqrt([0.5, 0.5]))
+    >>> bool(np.allclose(F, F0, rtol=1e-12) and np.allclose(Fd, Fd0, rtol=1e-12))   # 1e-13 at γ = 1e-5
+    True
+    >>> bool(kappa[0] * np.finfo(float).eps < 1e-11)                                  # ~1e4: not exact
+    True
+    """
+    from .solver import KERNELS, WOODBURY_COND, _woodbury_matrices, woodbury
+
+    P = T.shape[0]
+    if ctx.name != "numpy":
+        F, Fd = woodbury(ctx, T, T_dot, A, gram, rank, rc, a1=a1, centred=centred)
+        return F, Fd, np.zeros(P)
+    if centred is None:
+        c_ = rc**2
+        centred = np.stack([T[:, 6] - 1, T[:, 7] - 1 / c_, T[:, 8] - (1 + 1 / c_) / c_], axis=-1)
+    Tc = np.concatenate([T[:, :6], centred], axis=1)
+    Gam, Gdot, Ch = _woodbury_matrices(KERNELS["numpy"], Tc, T_dot, A, gram, rank, rc, P, float)
+    N = Gam.shape[-1]
+    M = np.eye(N)[None] + Ch @ Gam
+    kappa = np.full(P, np.inf if exact is None else np.nan)
+    F, Fd = np.full(P, np.nan), np.full(P, np.nan)
+    with np.errstate(all="ignore"):
+        good = np.all(np.isfinite(M), axis=(1, 2)) & (True if exact is None else ~exact)
+        Mg = M[good]
+        r = 1 / np.max(np.abs(Mg), axis=2)           # row scales, then column scales
+        Mg *= r[:, :, None]
+        sc = 1 / np.max(np.abs(Mg), axis=1)
+        Mg *= sc[:, None, :]
+        rhs = np.zeros(Mg.shape[:2])
+        rhs[:, 0] = r[:, 0]
+        sing = ~np.all(np.isfinite(Mg), axis=(1, 2))
+        Mg[sing] = np.eye(N)
+        if exact is None:   # the inverse, for κ_s in the 1-norm
+            try:
+                Minv = np.linalg.inv(Mg)
+            except np.linalg.LinAlgError:   # a singular one among them: one by one
+                Minv = np.full(Mg.shape, np.nan)
+                for i in range(len(Mg)):
+                    try:
+                        Minv[i] = np.linalg.inv(Mg[i])
+                    except np.linalg.LinAlgError:
+                        sing[i] = True
+            y = Minv[:, :, 0] * r[:, :1]
+            k = np.max(np.sum(np.abs(Mg), axis=1), axis=1) * np.max(np.sum(np.abs(Minv), axis=1), axis=1)
+            k[sing] = np.inf
+            kappa[good] = np.where(np.isfinite(k), k, np.inf)
+        else:
+            try:
+                y = np.linalg.solve(Mg, rhs[:, :, None])[:, :, 0]
+            except np.linalg.LinAlgError:
+                y = np.full(rhs.shape, np.nan)
+            y[sing] = np.nan
+        v = sc * y                                  # S (RMS)^{-1} R e_0
+        F[good] = (Gam[good, 0, :] * v).sum(axis=-1)
+        Fd[good] = np.einsum("pi,pij,pj->p", v, Gdot[good], v)
+    if exact is None:
+        exact = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
+    if exact.any():
+        sub = np.nonzero(exact)[0]
+        F[sub], Fd[sub] = woodbury(ctx, T[sub], T_dot[sub], A[sub], gram[sub], rank, np.asarray(rc)[sub],
+                                   a1=None if a1 is None else np.asarray(a1).reshape(-1)[sub], centred=centred[sub])
+        kappa[sub] = 0.0
+    return F, Fd, kappa
+
+
 def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2):
     """κ·max(16u, residual), κ from perturbing T, U, Ṫ by relative δ = 2⁸u (as
     :func:`symattn.backends.solver.precision_estimate`)."""
-    from .solver import woodbury
-
     u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
     delta = u * 2.0**8
     rng = np.random.default_rng(12345)
@@ -726,12 +968,16 @@ def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2):
     def bump(x):
         return x * (1 + ctx.convert(delta) * ctx.convert(rng.uniform(-1, 1, np.shape(x))))
 
-    for _ in range(draws):
-        with np.errstate(all="ignore"):
-            _, Fd = woodbury(ctx, bump(T), bump(T_dot), *args, centred=bump(U), **kw)
-            dE = np.abs(np.asarray(ctx.to_float(-(g**2) * Fd - E), dtype=float))
-            k = np.where(dE == 0, 0.0, dE / (E0 * delta))
-        kappa = np.maximum(kappa, np.where(np.isnan(k), np.inf, k))
+    P = len(E0)
+    rep = np.tile(np.arange(P), draws)   # the draws in one batch
+    argsp = tuple(x[rep] for x in args[:2]) + (args[2], args[3][rep])
+    kwp = {k_: (None if v is None else v[rep]) for k_, v in kw.items()}
+    with np.errstate(all="ignore"):
+        _, Fd, _ = woodbury_scaled(ctx, bump(T[rep]), bump(T_dot[rep]), *argsp, centred=bump(U[rep]), **kwp)
+        dE = np.abs(np.asarray(ctx.to_float(-(g[rep] ** 2) * Fd - E[rep]), dtype=float))
+        k = np.where(dE == 0, 0.0, dE / (E0[rep] * delta))
+    k = np.where(np.isnan(k), np.inf, k)
+    kappa = np.maximum(kappa, np.max(k.reshape(draws, P), axis=0))
     floor = np.maximum(16 * u, np.asarray(res, dtype=float))
     return np.maximum(kappa, 1.0) * floor
 

@@ -32,9 +32,21 @@ linear algebra at every iteration.
 **Signal** (§12.3). Y = Y_Z + μŷᵀ is a rank-one deterministic shift of every Y-slot of the
 pencil; Woodbury on the pencil, with the quadratic forms ŷᵀ𝒢_nn ŷ = tr_n, μᵀ𝒢_pp μ (exact
 p×p solves with μ) and zero n–p cross forms, gives F. The directions y, Zᵀμ, ZᵀWμ, ZᵀWᵀμ of the
-issue all come out of this one shift. Optional ``signal='conditional'``: the y yᵀ coefficient
-a1'·t of the kernel (t = μᵀWμ/√p) is replaced by its conditional mean F_odd(t) (the rule of the
-finite-p correction, docs/theory.md §10.2 applied to the strong direction μ).
+issue all come out of this one shift.
+
+**Strong direction** (§12.3, ``signal='latent'``, the default when μ ≠ 0). The kernel's dependence
+on each token's projection u_i = μ̂ᵀx_i (conditional mean F(δ) and pair-dependent slope F'(δ),
+δ_ij = b u_i u_j/√p, b = μ̂ᵀWμ̂) is what the Gaussian-equivalent kernel misses (measured by
+kernel-level Monte Carlo). It is added as ΔE = E_fp(Ŵ) − E_GE(Ŵ), Ŵ = I + (b − 1)μ̂μ̂ᵀ: the
+finite-p conditional-kernel theory (docs/theory.md §10.3, :mod:`symattn.backends.finite_p`, latent
+dimension 1) minus this module's value for the same surrogate (:func:`strong_direction_correction`).
+A shortcut checked by Monte Carlo, exact for W = Ŵ. ``signal='linear'`` is the Gaussian-equivalent
+value alone; ``signal='conditional'`` (rejected, kept for the record) only replaces the y yᵀ
+coefficient a1'·t (t = μᵀWμ/√p) by F_odd(t) of §10.2.
+
+**Symmetric W** (§12.5): one ``eigh``, then B2 splits into p independent 2×2 blocks, so each Dyson
+evaluation is O(p) (traces) or O(p²) (solves with μ). Otherwise each evaluation is one dense
+2p×2p inverse, in float32 during the Anderson phase (relative residual above 1e-3).
 
 **Derivative.** F is solved at real γ (everything real), then F'(γ) by implicit
 differentiation of the fixed point, with the Jacobian by complex steps
@@ -64,11 +76,13 @@ __all__ = [
     "general_memorization_error",
     "resolvent_F",
     "general_w_error",
+    "strong_direction_correction",
     "model_error",
 ]
 
-#: how the signal enters the kernel: 'linear' (Gaussian-equivalent), 'conditional' (F_odd(t) for y yᵀ)
-SIGNAL_RULES = ("linear", "conditional")
+#: how the signal enters the kernel: 'latent' (Gaussian-equivalent plus the strong-direction correction
+#: of docs/theory.md §12.3, the default), 'linear' (Gaussian-equivalent only), 'conditional' (F_odd(t) for y yᵀ)
+SIGNAL_RULES = ("latent", "linear", "conditional")
 #: Gauss–Hermite nodes of the diagonal latent q
 DIAGONAL_NODES = 16
 #: nodes of the (bivariate) quadrature of the kernel constants
@@ -184,7 +198,7 @@ class GeneralWModel:
     W_traces: np.ndarray = None   # the matrix whose normalised traces enter the Dyson equation
 
 
-def general_w_model(f, c, W, mu=None, signal: str = "linear", diagonal: str = "f",
+def general_w_model(f, c, W, mu=None, signal: str = "latent", diagonal: str = "f",
                     limit: bool = False) -> GeneralWModel:
     """Assemble the :class:`GeneralWModel` (float64) for the activation f, c = p/n, W and μ.
 
@@ -195,8 +209,9 @@ def general_w_model(f, c, W, mu=None, signal: str = "linear", diagonal: str = "f
         p/n; n = round(p/c).
     W : numpy.ndarray
     mu : numpy.ndarray or None
-    signal : {'linear', 'conditional'}
-        The signal rule (module docstring).
+    signal : {'latent', 'linear', 'conditional'}
+        The signal rule (module docstring); 'latent' builds the same model as 'linear' (its
+        correction is added by :func:`general_w_error`).
     diagonal : {'f', 'zero'}
         The kernel's diagonal: f(q)/√p, or 0.
     limit : bool
@@ -283,31 +298,78 @@ def _B2(W, alpha, beta, gam, delta):
     return B
 
 
+#: eigendecompositions of symmetric W already seen (id → (W, λ, E)); a few entries only
+_EIG_CACHE: dict = {}
+
+
+def _symmetric_eig(W):
+    """(λ, E) with W = E diag(λ) Eᵀ when W is exactly symmetric, else None (cached per array)."""
+    hit = _EIG_CACHE.get(id(W))
+    if hit is not None and hit[0] is W:
+        return hit[1], hit[2]
+    if not np.array_equal(W, W.T):
+        return None
+    lam, E = np.linalg.eigh(W)
+    if len(_EIG_CACHE) > 8:
+        _EIG_CACHE.clear()
+    _EIG_CACHE[id(W)] = (W, lam, E)
+    return lam, E
+
+
 class _HOperator:
     """H = B2(C)^{-1} (C = (α, β, γ', δ)) at real C0, with its traces T_ab = tr_p(𝒲_a H_ab)
     (𝒲_t = W, 𝒲_h = Wᵀ) and their Jacobian ∂T_ab/∂C_kl = tr_p(𝒲_a H_ak 𝒲_l H_lb), so that a
     complex step C = C0 + iεΔC is evaluated exactly to O(ε²) without a complex inverse:
-    T(C) = T0 + J·ΔC and H(C)v = H0 v + H0 (ΔC ⊗ 𝒲)(H0 v)."""
+    T(C) = T0 + J·ΔC and H(C)v = H0 v + H0 (ΔC ⊗ 𝒲)(H0 v).
 
-    def __init__(self, W, C0):
+    For a symmetric W = E diag(λ) Eᵀ (one cached ``eigh``) B2 splits into p independent 2×2 blocks
+    [[1 − αλ, −βλ], [−γ'λ, 1 − δλ]]: every trace is a mean over λ and H v costs two products
+    with E (docs/theory.md §12.5). Otherwise H is one dense 2p×2p inverse."""
+
+    def __init__(self, W, C0, single: bool = False):
         p = W.shape[0]
         self.W, self.p = W, p
         self.C0 = np.array(C0, dtype=float)  # [[α, β], [γ', δ]]
-        H = np.linalg.inv(_B2(W, self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]))
+        al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
+        self._J = None
+        eig = _symmetric_eig(W)
+        self.eig = eig
+        if eig is not None:
+            lam, _ = eig
+            det = (1 - al * lam) * (1 - de * lam) - be * ga * lam * lam
+            # h[a][b](λ): the (a, b) entry of the inverse 2×2 block at λ
+            self.h = [[(1 - de * lam) / det, be * lam / det], [ga * lam / det, (1 - al * lam) / det]]
+            self.H = None
+            self.T0 = np.array([[np.mean(lam * self.h[a][b]) for b in range(2)] for a in range(2)])
+            return
+        if single:
+            # float32 traces (rounding ~1e-6): only for the Anderson phase far from the fixed point
+            W = W.astype(np.float32)
+            H = np.linalg.inv(_B2(W, *(np.float32(v) for v in (al, be, ga, de))))
+        else:
+            H = np.linalg.inv(_B2(W, al, be, ga, de))
         self.H = H
         W_T = W.T
         self.T0 = np.array([[np.sum(W_T * H[:p, :p]), np.sum(W_T * H[:p, p:])],
-                            [np.sum(W * H[p:, :p]), np.sum(W * H[p:, p:])]]) / p
-        self._J = None
+                            [np.sum(W * H[p:, :p]), np.sum(W * H[p:, p:])]], dtype=float) / p
 
     @property
     def J(self):
         if self._J is None:
+            J = np.empty((2, 2, 2, 2))
+            if self.eig is not None:
+                lam, h = self.eig[0], self.h
+                for a in range(2):
+                    for b in range(2):
+                        for k in range(2):
+                            for l in range(2):
+                                J[a, b, k, l] = np.mean(lam * h[a][k] * lam * h[l][b])
+                self._J = J
+                return J
             p, H, W = self.p, self.H, self.W
             blk = lambda a, b: H[a * p:(a + 1) * p, b * p:(b + 1) * p]
             Wl = (W, W.T)
             P = [[Wl[a] @ blk(a, k) for k in range(2)] for a in range(2)]  # 𝒲_a H_ak
-            J = np.empty((2, 2, 2, 2))
             for a in range(2):
                 for b in range(2):
                     for k in range(2):
@@ -322,15 +384,23 @@ class _HOperator:
             return self.T0
         return self.T0 + np.einsum("abkl,kl->ab", self.J, dC)
 
+    def _solve(self, v):
+        """H0 v (v of length 2p, real or complex)."""
+        if self.eig is None:
+            return self.H @ v
+        p, (_, E), h = self.p, self.eig, self.h
+        a, b = E.T @ v[:p], E.T @ v[p:]
+        return np.concatenate([E @ (h[0][0] * a + h[0][1] * b), E @ (h[1][0] * a + h[1][1] * b)])
+
     def apply(self, C, v):
         p = self.p
-        x = self.H @ v
+        x = self._solve(v)
         dC = np.asarray(C) - self.C0
         if not np.any(dC):
             return x
         Wx = np.concatenate([self.W @ x[:p], self.W.T @ x[p:]])
         y = np.concatenate([dC[0, 0] * Wx[:p] + dC[0, 1] * Wx[p:], dC[1, 0] * Wx[:p] + dC[1, 1] * Wx[p:]])
-        return x + self.H @ y
+        return x + self._solve(y)
 
 
 def _C(S):
@@ -338,12 +408,12 @@ def _C(S):
     return e, np.array([[alpha, beta], [gam, delta]])
 
 
-def _p_traces(m, S, Hop=None):
+def _p_traces(m, S, Hop=None, single: bool = False):
     """tr_p of the p-blocks G_pp[j, k], j ∈ {g, l, v}, k ∈ {t, v, h} (dict keyed 'jk'), and the
-    H operator (a new one at real S, or ``Hop`` linearised when given)."""
+    H operator (a new one at real S, in float32 when ``single``, or ``Hop`` linearised when given)."""
     e, C = _C(S)
     if Hop is None:
-        Hop = _HOperator(m.W_traces, np.real(C))
+        Hop = _HOperator(m.W_traces, np.real(C), single=single)
     T = Hop.traces(C)
     T1, T2, T3, T4 = T[0, 0], T[0, 1], T[1, 0], T[1, 1]
     P = {"lt": T1, "lh": T2, "gt": T3, "gh": T4,
@@ -383,7 +453,7 @@ def _G_nn(m, z, Snn):
     return np.linalg.inv(L0 - Snn[None])
 
 
-def pencil_map(m, g, z, Hop=None):
+def pencil_map(m, g, z, Hop=None, single: bool = False):
     """One evaluation of the Dyson map g ↦ E_κ[(L0(κ) − η(G))^{-1}]_nn (holomorphic in g and z).
 
     Parameters
@@ -393,6 +463,10 @@ def pencil_map(m, g, z, Hop=None):
         3×3 n-traces (x, u, w).
     z : float or complex
         γ.
+    Hop : _HOperator, optional
+        The p×p part linearised at another point (complex steps), instead of a new inverse.
+    single : bool
+        Compute a new inverse in float32 (the far-from-converged phase of :func:`solve_pencil`).
 
     Returns
     -------
@@ -408,7 +482,7 @@ def pencil_map(m, g, z, Hop=None):
     (3, 3)
     """
     S = _sigma_pp(m, g)
-    P, Hop = _p_traces(m, S, Hop)
+    P, Hop = _p_traces(m, S, Hop, single=single)
     Snn = _sigma_nn(m, P, g)
     Gn = _G_nn(m, z, Snn)
     g_new = np.einsum("m,mij->ij", m.kw, Gn)
@@ -430,7 +504,9 @@ PENCIL_TOL = 1e-13
 #: a Newton iterate that stalls below this relative residual is returned (rounding floor of the p×p traces)
 PENCIL_FLOOR = 1e-10
 #: the relative residual below which Newton replaces the Anderson iteration
-NEWTON_SWITCH = 1e-2
+NEWTON_SWITCH = 1e-1
+#: above this relative residual the Anderson phase evaluates the p×p traces in float32
+SINGLE_ABOVE = 1e-3
 #: Anderson depth
 ANDERSON_DEPTH = 5
 
@@ -488,9 +564,11 @@ def solve_pencil(m, z, g0=None, tol: float = PENCIL_TOL, maxiter: int = 300, new
     g = np.diag([1.0 / z, 1.0, 1.0]) if g0 is None else np.array(g0, dtype=float)
     res_prev = np.inf
     res = np.inf
+    g_prev = g_prev_n = Hop_prev = None  # the last Newton iterate (set before they are read)
     X, R = [], []
     for it in range(1, maxiter + 1):
-        gn, parts = pencil_map(m, g, z)
+        # far from the fixed point (Anderson phase) the traces are evaluated in float32
+        gn, parts = pencil_map(m, g, z, single=not newton and not res < SINGLE_ABOVE)
         Hop = parts["H"]
         r = (gn - g).ravel()
         res = _residual(gn, g) if np.all(np.isfinite(gn)) else np.inf
@@ -632,7 +710,7 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None):
     return F0 - left @ np.linalg.solve(cap, right)
 
 
-def general_w_error(f, c, gamma, W, mu=None, signal: str = "linear", diagonal: str = "f",
+def general_w_error(f, c, gamma, W, mu=None, signal: str = "latent", diagonal: str = "f",
                     limit: bool = False) -> dict:
     r"""E_A(γ) = −γ² F'(γ) of the general-W theory at the points γ (one c).
 
@@ -650,15 +728,19 @@ def general_w_error(f, c, gamma, W, mu=None, signal: str = "linear", diagonal: s
     W : array_like
         p×p.
     mu : array_like, optional
-    signal : {'linear', 'conditional'}
+    signal : {'latent', 'linear', 'conditional'}
+        'latent' (default): E = E_GE + :func:`strong_direction_correction` when μ ≠ 0
+        (docs/theory.md §12.3); 'linear': the Gaussian-equivalent E_GE alone.
     diagonal : {'f', 'zero'}
     limit : bool
-        The p → ∞ form for W = I + finite rank (:func:`general_w_model`).
+        The p → ∞ form for W = I + finite rank (:func:`general_w_model`; no correction).
 
     Returns
     -------
     dict
-        'E' and 'F' (arrays), 'iterations' (total), 'residual' (max), 'model' (GeneralWModel).
+        'E' and 'F' (arrays; F is that of the Gaussian-equivalent part), 'iterations' (total),
+        'residual' (max), 'model' (GeneralWModel); with the correction also 'E_linear' (E_GE)
+        and 'correction' (ΔE).
 
     Examples
     --------
@@ -668,7 +750,78 @@ def general_w_error(f, c, gamma, W, mu=None, signal: str = "linear", diagonal: s
     True
     """
     m = general_w_model(f, c, W, mu, signal=signal, diagonal=diagonal, limit=limit)
-    return dict(model_error(m, gamma), model=m)
+    out = dict(model_error(m, gamma), model=m)
+    if signal == "latent" and not limit and np.any(m.mu):
+        dE = strong_direction_correction(f, m.c, gamma, m.W, m.mu, diagonal=diagonal)
+        out["E_linear"] = out["E"]
+        out["E"] = out["E"] + dE
+        out["correction"] = dE
+    return out
+
+
+def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f"):
+    r"""The strong-direction (latent) correction of the general-W theory (docs/theory.md §12.3).
+
+    Rule: condition on the one direction μ̂ = μ/‖μ‖. With b = μ̂ᵀWμ̂ the surrogate weight is
+    Ŵ = I + (b − 1)μ̂μ̂ᵀ, i.e. w_K = √|b − 1| μ̂, w_Q = sign(b − 1)√|b − 1| μ̂ (same μ, latent
+    dimension k = 1), and
+
+      ΔE(γ) = E_fp(Ŵ, μ; n) − E_GE(Ŵ, μ),
+
+    the finite-p conditional-kernel theory (docs/theory.md §10.3: conditional mean F(δ),
+    pair-dependent slope F'(δ), variance profile, conditional diagonal) minus the
+    Gaussian-equivalent theory of this module for the same surrogate. The general-W theory with
+    ``signal='latent'`` is E_GE(W, μ) + ΔE, so that for W = Ŵ it is exactly the finite-p theory.
+
+    Parameters
+    ----------
+    f : Activation
+    c : float
+        p/n; n = round(p/c).
+    gamma : array_like
+        γ > 0.
+    W : numpy.ndarray
+        p×p.
+    mu : numpy.ndarray
+        The signal (nonzero).
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    numpy.ndarray
+        ΔE at each γ.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> p = 40
+    >>> mu = np.zeros(p); mu[0] = 1.0
+    >>> dE = strong_direction_correction(activation("tanh"), 0.5, [1.0], 3.0 * np.eye(p), mu)
+    >>> dE.shape
+    (1,)
+    """
+    from ..model import Geometry
+    from .context import context
+    from .finite_p import finite_p_error
+
+    W = check_weights(W)
+    p = W.shape[0]
+    mu = check_mu(mu, p)
+    gammas = np.atleast_1d(np.asarray(gamma, dtype=float))
+    m2 = float(mu @ mu)
+    e = mu / math.sqrt(m2)
+    b = float(e @ W @ e)
+    s = math.sqrt(abs(b - 1.0))
+    sg = 1.0 if b >= 1.0 else -1.0
+    r = math.sqrt(m2) * s
+    gram = np.array([[m2, r, sg * r], [r, s * s, sg * s * s], [sg * r, sg * s * s, s * s]])
+    geom = Geometry.from_gram(gram, rank=1)
+    n = max(2, int(round(p / float(c))))
+    E_fp = np.asarray(finite_p_error(context("numpy"), f, np.full(gammas.shape, float(c)), gammas, geom, n,
+                                     diagonal=diagonal), dtype=float)
+    W_hat = np.eye(p) + (b - 1.0) * np.outer(e, e)
+    E_ge = general_w_error(f, c, gammas, W_hat, mu, signal="linear", diagonal=diagonal)["E"]
+    return E_fp - E_ge
 
 
 def model_error(m, gamma) -> dict:
@@ -721,7 +874,7 @@ def model_error(m, gamma) -> dict:
 
 def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "attention", backend: str = "numpy",
                                n: int | None = None, diagonal: str = "f", errors: str = "raise",
-                               signal: str = "linear"):
+                               signal: str = "latent"):
     r"""The public entry of the general-W theory: ``symattn.memorization_error(f, c, gamma, weights=W, mu=mu)``.
 
     The kernel is exactly K = f(XᵀWX/√p)/√p with the given W (no rescaling), X = μyᵀ + Z,
@@ -746,8 +899,9 @@ def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "atte
         Must equal round(p/c) when given.
     diagonal : {'f', 'zero'}
     errors : {'raise', 'nan'}
-    signal : {'linear', 'conditional'}
-        The signal rule (module docstring).
+    signal : {'latent', 'linear', 'conditional'}
+        The signal rule (module docstring); 'latent', the default, adds the strong-direction
+        correction of docs/theory.md §12.3 when μ ≠ 0.
 
     Returns
     -------

@@ -1,25 +1,26 @@
-r"""Generated standalone solvers: one small numpy-only module per activation (``symattn codegen``).
+r"""Generated standalone solvers: one small module per activation (``symattn codegen``), in closed form.
 
 :func:`generate_solver` writes, for one activation, a self-contained Python module that needs
-numpy only and computes what :func:`symattn.memorization_error` computes with the numpy
-backend. There is one solver runtime: the module is assembled from
+numpy and scipy only (the mpmath variant, ``backend='mpmath'``, also mpmath) and computes what
+:func:`symattn.solve` computes, with no quadrature (docs/theory.md §5.8). It is assembled from
 
-- the library's own source, copied verbatim at the level of the AST (:mod:`.carry`): the solver
-  runtime :mod:`symattn.backends.solver` (Newton with backtracking, the damped fixed point, the
-  a1 = d = 0 reduced path, quadrature doubling, the branch check, implicit differentiation and
-  the Woodbury step), with copies of what it imports (the float64 context
-  :class:`~symattn.backends.context.FloatContext`, the Marchenko–Pastur rule of
-  :mod:`symattn.backends.quadrature`, the kernel wrappers of :mod:`symattn.backends.compile`,
-  ConvergenceError), and the public functions and command line of :mod:`.standalone`;
-- the activation's constants a0, a1, ν, s² = ν − a1², d (mpmath at ``dps`` digits, written as
-  float64 literals);
-- its kernels: each kernel of :func:`symattn.backends.kernels.kernel_definition` (the same SymPy
-  expressions the library lambdifies) printed with ``sympy.codegen.ast`` and the library's NumPy
-  printer, with a1, s², d folded in (:mod:`.printing`), in a table ``KERNELS`` that takes the
-  place of the library's.
+- the closed-form runtime :mod:`.closed_runtime` and the public functions and command line of
+  :mod:`.standalone`, copied verbatim at the level of the AST (:mod:`.carry`), with copies of
+  what they import: the arithmetic context (:class:`~symattn.backends.context.FloatContext`, or
+  ``MPContext``), the Woodbury step and the coefficients 𝒜 = a1 Λ of :mod:`symattn.backends.solver`,
+  the finite-p diagonal d_n of :mod:`symattn.activations.diagonal`, ConvergenceError;
+- the activation's constants a0, a1, ν, s² = ν − a1², d (mpmath at ``dps`` digits; float64
+  literals, or decimal strings of ``dps`` digits for the mpmath variant), its kinks, and f itself
+  printed for numpy/scipy (for d_n);
+- its closed kernels (:mod:`.closed_kernels`): every integrand of the bulk and attention
+  systems reduced by exact polynomial division to coefficients on the basis of Marchenko–Pastur
+  moments and Stieltjes transforms at the roots of Δ, printed with ``sympy.codegen.ast``
+  (:func:`.printing.print_definition`), in the table ``CLOSED``; and the kernels of the Woodbury
+  step and of E_LR in the table ``KERNELS``.
 
-So the generated numbers differ from the library's only by the float64 rounding of the folded
-constants (docs/theory.md §5, §6; tests/test_codegen.py measures the agreement).
+The kernels take a1, s², d as arguments (so d may be the finite-p d_n of each point), and only the
+family the activation needs is printed (Δ cubic, or linear when a1 = 0). tests/test_codegen.py
+measures the agreement with :func:`symattn.solve`.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from pathlib import Path
 __all__ = ["generate_solver", "write_solver", "folded_constants", "command_line"]
 
 #: the names a generated module defines itself (its own values replace the library's)
-MODULE_CONSTANTS = ("ACTIVATION", "EXPRESSION", "A0", "A1", "NU", "S2", "D", "DIAGONAL", "RANK", "DPS",
-                    "SYMATTN_VERSION", "GENERATED")
-#: the runtime's entry points that the public functions of :mod:`.standalone` replace
-REPLACED_ENTRY_POINTS = ("attention_error", "bulk_error", "linear_error")
+MODULE_CONSTANTS = ("ACTIVATION", "EXPRESSION", "A0", "A1", "NU", "S2", "D", "KINKS", "SUPERLINEAR", "DIAGONAL",
+                    "RANK", "DPS", "ARITHMETIC", "CONTEXT", "SYMATTN_VERSION", "GENERATED", "_f_raw")
+#: the arithmetic of each backend of a generated module
+BACKENDS = {"numpy": "float64", "mpmath": "mpmath"}
 
 
 class _Spec:
@@ -50,6 +51,7 @@ class _Spec:
         from ..systems.symbols import a1, d, s2
 
         self.f, self.dps, self.diagonal, self.rank = f, dps, diagonal, rank
+        self.kinks, self.superlinear = tuple(float(x) for x in f.kinks), bool(f.superlinear)
         k = kernel_constants(f, diagonal=diagonal, dps=dps)  # validates diagonal against f
         with mpmath.workdps(dps):
             consts = f.constants(dps)
@@ -72,11 +74,13 @@ def _spec(act, dps, diagonal, rank):
     return _Spec(act, dps, diagonal, rank)
 
 
-def _check(f, dps, diagonal, rank):
+def _check(f, dps, diagonal, rank, backend="numpy"):
     from ..activations.activation import activation
     from ..errors import ParameterError
     from ..model import check_diagonal, check_dps, check_int
 
+    if backend not in BACKENDS:
+        raise ParameterError("backend", backend, "'numpy' (float64) or 'mpmath'")
     dps = check_dps(dps)
     check_diagonal(diagonal)
     rank = check_int("rank", rank, 1, 8)
@@ -115,7 +119,8 @@ def folded_constants(f, dps: int = 30, diagonal: str = "f") -> dict:
     return {"a0": spec.a0, "a1": spec.a1, "nu": spec.nu, "s2": spec.s2, "d": spec.d}
 
 
-def command_line(name: str, dps: int = 30, diagonal: str = "f", rank: int = 1, output: str = "solver.py") -> str:
+def command_line(name: str, dps: int = 30, diagonal: str = "f", rank: int = 1, output: str = "solver.py",
+                 backend: str = "numpy") -> str:
     """The ``symattn codegen`` command that generates a module (recorded in its provenance).
 
     Examples
@@ -130,25 +135,28 @@ def command_line(name: str, dps: int = 30, diagonal: str = "f", rank: int = 1, o
         parts += ["--diagonal", diagonal]
     if rank != 1:
         parts += ["--rank", str(rank)]
+    if backend != "numpy":
+        parts += ["--backend", backend]
     return " ".join(parts)
 
 
 def generate_solver(f, dps: int = 30, diagonal: str = "f", rank: int = 1, generated: str | None = None,
-                    command: str | None = None, module: str = "solver") -> str:
-    r"""The source of a standalone solver module specialised to the activation ``f``.
+                    command: str | None = None, module: str = "solver", backend: str = "numpy") -> str:
+    r"""The source of a standalone closed-form solver module specialised to the activation ``f``.
 
-    The module computes E_A(γ) = −γ² F'(γ) (docs/theory.md §6) and E_LR (docs/theory.md §3) with
-    the library's solver runtime and ``f``'s printed kernels, like
-    :func:`symattn.memorization_error` with ``backend='numpy'``.
+    The module computes E_A(γ) = −γ² F'(γ) (docs/theory.md §6) and E_LR (docs/theory.md §3) in
+    closed form (docs/theory.md §5.8), as :func:`symattn.solve` does: any rank r, both diagonals,
+    the finite-p diagonal d_n (``n=``), the a1 = d = 0 reduction (docs/theory.md §5.6), float64 or
+    mpmath; every E it returns is in [0, 1], or it raises ConvergenceError.
 
     Parameters
     ----------
     f : activation spec (catalog name, SymPy expression string in x, sympy expr or Activation)
-        Callables are refused (the module needs f's Hermite constants only, but its provenance
-        needs an expression).
+        Callables are refused (the module needs f's expression).
     dps : int
-        Digits of the Hermite constants a1, s² = ν − a1², d (mpmath) before they are rounded to
-        float64; 15 <= dps <= 1000. Run-time arithmetic is always float64.
+        Digits of the Hermite constants a1, s² = ν − a1², d (mpmath), 15 <= dps <= 1000: rounded to
+        float64 (backend 'numpy'), or written as decimal strings and the largest digits the mpmath
+        variant accepts.
     diagonal : 'f' or 'zero'
         d = lim f(√p)/√p (refused for superlinear f) or d = 0.
     rank : int
@@ -159,11 +167,14 @@ def generate_solver(f, dps: int = 30, diagonal: str = "f", rank: int = 1, genera
         The command line recorded in the provenance.
     module : str
         The module name used in the usage examples of the docstring.
+    backend : 'numpy' or 'mpmath'
+        float64 (imports numpy and scipy), or mpmath at up to ``dps`` digits (also mpmath; results
+        as mpmath numbers, decimal strings on the command line).
 
     Returns
     -------
     str
-        Python source that imports only numpy and the standard library.
+        Python source that imports only numpy, scipy (and mpmath) and the standard library.
 
     Examples
     --------
@@ -177,11 +188,11 @@ def generate_solver(f, dps: int = 30, diagonal: str = "f", rank: int = 1, genera
     """
     from .. import __version__
 
-    act, dps, diagonal, rank = _check(f, dps, diagonal, rank)
+    act, dps, diagonal, rank = _check(f, dps, diagonal, rank, backend)
     return _generate(act, dps, diagonal, rank, __version__,
                      generated or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                     command or command_line(act.name, dps, diagonal, rank),
-                     module if str(module).isidentifier() else "solver")
+                     command or command_line(act.name, dps, diagonal, rank, backend=backend),
+                     module if str(module).isidentifier() else "solver", BACKENDS[backend])
 
 
 def write_solver(f, path, **kwargs) -> Path:
@@ -203,52 +214,117 @@ def write_solver(f, path, **kwargs) -> Path:
 
 # ============================================================================ assembly
 @lru_cache(maxsize=None)
-def _runtime():
+def _runtime(arithmetic: str):
     """The carried library source (the same for every activation and rank)."""
-    from ..backends import compile as compile_, solver
-    from . import standalone
+    from ..backends import compile as compile_
+    from ..backends.context import MPContext
+    from . import closed_runtime, standalone
     from .carry import carry
 
-    return carry([(solver, REPLACED_ENTRY_POINTS), (standalone, ())],
-                 objects=[("ArrayFunction", compile_.ArrayFunction), ("MatrixFunction", compile_.MatrixFunction)],
-                 defined=MODULE_CONSTANTS + ("KERNELS",))
+    from .closed_kernels import ClosedTerms
+
+    objects = [("ArrayFunction", compile_.ArrayFunction), ("MatrixFunction", compile_.MatrixFunction),
+               ("ClosedTerms", ClosedTerms)]
+    if arithmetic == "mpmath":
+        objects.append(("MPContext", MPContext))
+    from .carry import ALLOWED_IMPORTS
+
+    allowed = ALLOWED_IMPORTS | ({"mpmath"} if arithmetic == "mpmath" else set())
+    return carry([(closed_runtime, ()), (standalone, ())], objects=objects,
+                 defined=MODULE_CONSTANTS + ("KERNELS", "CLOSED"), allowed=allowed)
 
 
-@lru_cache(maxsize=32)
-def _kernels_source(act, dps, diagonal, rank):
-    """The printed kernels of one activation and rank, and the table KERNELS."""
-    from ..backends.kernels import kernel_keys
+@lru_cache(maxsize=None)
+def _closed_source(linear: bool, mp: bool) -> str:
+    """The printed closed kernels of one family (Δ cubic, or linear: a1 = 0) and the table CLOSED."""
+    from .closed_kernels import KEYS, closed_definition
+    from .printing import print_definition
+
+    form = "linear" if linear else "cubic"
+    sources, table = [], []
+    for key in KEYS:
+        k = closed_definition(key, linear)
+        name = "_closed_" + key.replace("-", "_")
+        sources.append(print_definition(name, k.args, k.intermediates, k.coefficients, {},
+                                        f"closed kernel {key} (Delta {form}): coefficients on the basis", mp))
+        atom = "None"
+        if k.atom:
+            sources.append(print_definition(name + "_atom", k.args, k.intermediates, k.atom, {},
+                                            f"closed kernel {key}: the integrands at lam = 0 (the atom)", mp))
+            atom = name + "_atom"
+        table.append(f'    ({key!r}, {linear}): ClosedTerms({name}, {k.layout!r}, {k.items}, {k.moments}, {k.n}, '
+                     f'{atom}, {k.atom_items!r}),')
+    modules = "mpmath" if mp else "numpy"
+    return ("\n\n".join(s.rstrip() + "\n" for s in sources)
+            + "\n\n# the closed kernels the runtime reads, CLOSED[ctx.lambdify_modules][(key, linear)]\n"
+            + f"CLOSED = {{{modules!r}: {{\n" + "\n".join(table) + "\n}}\n")
+
+
+@lru_cache(maxsize=None)
+def _kernels_source(rank: int, mp: bool) -> str:
+    """The printed kernels of E_LR and of the Woodbury step (rank r), and the table KERNELS."""
+    from ..backends.kernels import RANK_KEYS
     from .printing import print_kernel
 
-    spec = _spec(act, dps, diagonal, rank)
     sources, table = [], []
-    for key in kernel_keys(rank):
-        src, wrapper = print_kernel(key, spec.values)
+    for key in ("linear",) + tuple(k.format(r=rank) for k in RANK_KEYS):
+        src, wrapper = print_kernel(key, {}, mp)
         sources.append(src)
         table.append(f'    "{key}": {wrapper},')
-    text = "\n\n\n".join(s.rstrip() for s in sources) + "\n"
-    text += ("\n\n# the table the runtime reads, KERNELS[ctx.lambdify_modules][key]: these kernels take the place\n"
-             "# of the library's lambdified ones (symattn.backends.kernels.KERNELS)\n"
-             'KERNELS = {"numpy": {\n' + "\n".join(table) + "\n}}\n")
-    return text
+    modules = "mpmath" if mp else "numpy"
+    return ("\n\n".join(s.rstrip() + "\n" for s in sources)
+            + "\n\n# the table the Woodbury step reads, KERNELS[ctx.lambdify_modules][key]\n"
+            + f"KERNELS = {{{modules!r}: {{\n" + "\n".join(table) + "\n}}\n")
 
 
-def _constants(act, spec, diagonal, rank, dps, version, generated):
+def _f_source(act, spec) -> tuple:
+    """The uncentred f printed for numpy/scipy (for d_n) and the imports it needs."""
+    import sympy as sp
+    from sympy.printing.numpy import SciPyPrinter
+
+    from ..activations.catalog import X
+
+    if spec.diagonal == "zero" or spec.superlinear:
+        return ("def _f_raw(t):\n    \"\"\"f is not needed: the diagonal is zero or d = inf.\"\"\"\n"
+                "    raise ValueError(\"no finite-p diagonal for this solver\")\n"), []
+    pr = SciPyPrinter({"fully_qualified_modules": True, "allow_unknown_functions": False})
+    body = pr.doprint(act.expr.xreplace({X: sp.Symbol("t", real=True)}))
+    imports = []
+    for mod in sorted(pr.module_imports):
+        if mod == "numpy":
+            continue
+        imports.append(f"import {mod}")
+    body = body.replace("numpy.", "np.")
+    src = (f'def _f_raw(t):\n    """f(t) = {act.expr} on float64 arrays (uncentred; for the finite-p diagonal d_n)."""\n'
+           f"    t = np.asarray(t, dtype=float)\n    return {body} + 0 * t\n")
+    return src, imports
+
+
+def _constants(act, spec, diagonal, rank, dps, version, generated, arithmetic):
+    import mpmath
+
     def flt(x):
+        if arithmetic == "mpmath":
+            return repr(mpmath.nstr(x, dps + 5, min_fixed=-1, max_fixed=1)) if mpmath.isfinite(x) else repr(str(x))
         v = float(x)
         return repr(v) if v == v and abs(v) != float("inf") else f"float({str(v)!r})"
 
+    kind = "decimal string" if arithmetic == "mpmath" else "float64"
     return "\n".join([
         f"ACTIVATION = {act.name!r}  # the activation (catalog name or SymPy expression in x)",
         f"EXPRESSION = {str(act.expr)!r}  # f(x), uncentred",
-        f"A0 = {flt(spec.a0)}  # E f(xi), xi ~ N(0, 1): subtracted (the model uses f - a0)",
+        f"A0 = {flt(spec.a0)}  # E f(xi), xi ~ N(0, 1): subtracted (the model uses f - a0); {kind}",
         f"A1 = {flt(spec.a1)}  # a1 = E[xi f(xi)]",
         f"NU = {flt(spec.nu)}  # nu = E (f(xi) - a0)^2",
         f"S2 = {flt(spec.s2)}  # s^2 = nu - a1^2",
         f"D = {flt(spec.d)}  # diagonal constant d",
-        f"DIAGONAL = {diagonal!r}  # 'f': d = lim f(sqrt p)/sqrt p; 'zero': d = 0",
+        f"KINKS = {spec.kinks!r}  # where f is not analytic (panel edges of the d_n quadrature)",
+        f"SUPERLINEAR = {spec.superlinear!r}  # f grows faster than linearly (d = inf)",
+        f"DIAGONAL = {diagonal!r}  # 'f': d = lim f(sqrt p)/sqrt p (or d_n with n=); 'zero': d = 0",
         f"RANK = {rank}  # rank r of W_K^T W_Q - I",
-        f"DPS = {dps}  # mpmath digits of the Hermite constants before rounding to float64",
+        f"DPS = {dps}  # mpmath digits of the constants" + (" (the most this solver accepts)"
+                                                          if arithmetic == "mpmath" else " before rounding to float64"),
+        f"ARITHMETIC = {arithmetic!r}",
         f"SYMATTN_VERSION = {version!r}",
         f"GENERATED = {generated!r}",
     ]) + "\n"
@@ -258,24 +334,43 @@ def _section(title):
     return f"# {'=' * 76}\n# {title}\n# {'=' * 76}\n"
 
 
-def _generate(act, dps, diagonal, rank, version, generated, command, module="solver") -> str:
+MP_HELPERS = '''def _mpq(p, q=1):
+    """p/q as an mpmath number at the working precision (p an integer or a decimal string)."""
+    return mpmath.mpf(p) / q
+
+
+_msqrt = np.frompyfunc(mpmath.sqrt, 1, 1)   # elementwise mpmath square root (object arrays and scalars)
+'''
+
+
+def _generate(act, dps, diagonal, rank, version, generated, command, module="solver", arithmetic="float64") -> str:
     from .docstring import module_docstring
 
     spec = _spec(act, dps, diagonal, rank)
-    carried = _runtime()
-    doc = module_docstring(spec, version, generated, command, module).replace('"""', "'''")
+    mp = arithmetic == "mpmath"
+    carried = _runtime(arithmetic)
+    doc = module_docstring(spec, version, generated, command, module, arithmetic).replace('"""', "'''")
     if doc.endswith("\\"):
         doc += " "
-    stdlib = sorted(i for i in carried.imports if i.split()[1].split(".")[0] not in ("numpy", "scipy"))
-    third = [i for i in carried.imports if i not in stdlib]
+    f_src, f_imports = _f_source(act, spec)
+    imports = list(carried.imports) + [i for i in f_imports if i not in carried.imports]
+    if mp and "import mpmath" not in imports:
+        imports.append("import mpmath")
+    stdlib = sorted(i for i in imports if i.split()[1].split(".")[0] not in ("numpy", "scipy", "mpmath"))
+    third = [i for i in imports if i not in stdlib]
     parts = [f'r"""{doc}"""\n\nfrom __future__ import annotations\n\n' + "\n".join(stdlib) + "\n\n" + "\n".join(third),
-             _section(f"the activation {act.name}") + _constants(act, spec, diagonal, rank, dps, version, generated)]
+             _section(f"the activation {act.name}") + _constants(act, spec, diagonal, rank, dps, version, generated,
+                                                                 arithmetic) + "\n\n" + f_src]
     objects = "\n\n\n".join(f"# from {origin}\n{src.rstrip()}" for origin, src in carried.objects)
-    parts.append(_section("copied verbatim from symattn: what the solver runtime imports") + objects)
-    parts.append("# ---- generated: kernels ----\n" + _kernels_source(act, dps, diagonal, rank)
-                 + "# ---- end of kernels ----\n")
-    for name, body in carried.bodies:
-        parts.append(_section(f"copied verbatim from {name}") + body)
+    objects += f"\n\n\nCONTEXT = {'MPContext' if mp else 'FloatContext'}  # the arithmetic of this solver\n"
+    parts.append(_section("copied verbatim from symattn: what the runtime imports") + objects)
+    linear = spec.a1 == 0
+    body = (MP_HELPERS + "\n\n" if mp else "") + _kernels_source(rank, mp) + "\n\n" + _closed_source(linear, mp)
+    kernels = "# ---- generated: kernels ----\n" + body + "# ---- end of kernels ----\n"
+    for i, (name, text) in enumerate(carried.bodies):
+        parts.append(_section(f"copied verbatim from {name}") + text)
+        if i == 0:   # after the runtime (the tables hold its ClosedTerms), before the command line
+            parts.append(kernels)
     text = "\n\n\n".join(p.strip("\n") for p in parts) + "\n"
     _check_module(text)
     return text

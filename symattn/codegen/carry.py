@@ -55,12 +55,25 @@ def _span(node):
     return start, node.end_lineno
 
 
-def _check_import(node, origin):
+def _check_import(node, origin, allowed=ALLOWED_IMPORTS):
     names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
     for name in names:
         top = name.split(".")[0]
-        if top not in ALLOWED_IMPORTS and top not in sys.stdlib_module_names:
+        if top not in allowed and top not in sys.stdlib_module_names:
             raise AssertionError(f"{origin}: a generated module may not import {name}")
+
+
+def _is_function(obj) -> bool:
+    """A function, or a function wrapped by a decorator such as functools.lru_cache."""
+    return inspect.isfunction(obj) or (callable(obj) and hasattr(obj, "__wrapped__")
+                                       and inspect.isfunction(inspect.unwrap(obj)))
+
+
+def _is_literal(obj) -> bool:
+    """A module-level constant that can be written as ``name = repr(value)`` (numbers, strings, tuples of them)."""
+    if isinstance(obj, (bool, int, float, str)) or obj is None:
+        return True
+    return isinstance(obj, tuple) and all(_is_literal(x) for x in obj)
 
 
 def _bound_names(nodes) -> set:
@@ -75,18 +88,25 @@ def _no_nested_relative_imports(tree, origin):
 
 
 def _loaded_names(tree) -> set:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+    """The free names ``tree`` reads: loaded names (and base classes) that no parameter or
+    assignment inside ``tree`` binds (a parameter ``d`` is not the module's global ``d``)."""
+    local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | {
         b.id for n in ast.walk(tree) if isinstance(n, ast.ClassDef) for b in n.bases if isinstance(b, ast.Name)}
+    return loaded - local
 
 
 class _Carrier:
-    def __init__(self, defined):
+    def __init__(self, defined, allowed=ALLOWED_IMPORTS):
+        self.allowed = frozenset(allowed)
         self.defined = set(defined)      # names the generated module defines itself
         self.bound = {}                  # name -> origin, for everything already emitted
+        self.deferred = []               # assignments, emitted after every copied definition
         self.out = Carried()
 
     def add_import(self, node, origin):
-        _check_import(node, origin)
+        _check_import(node, origin, self.allowed)
         src = ast.unparse(node)
         if src not in self.out.imports:
             self.out.imports.append(src)
@@ -100,7 +120,8 @@ class _Carrier:
                 raise AssertionError(f"{name} is bound to both {self.bound[name]} and {origin}")
             return
         self.bound[name] = origin
-        if inspect.isfunction(obj) or inspect.isclass(obj):
+        if _is_function(obj) or inspect.isclass(obj):
+            obj = inspect.unwrap(obj) if not inspect.isclass(obj) else obj   # an lru_cache'd function: its decorated source
             src = textwrap.dedent(inspect.getsource(obj))
             tree = ast.parse(src)
             _no_nested_relative_imports(tree, origin)
@@ -123,6 +144,21 @@ class _Carrier:
             raise AssertionError(f"{origin} is neither a function, a class nor a literal")
         self.out.objects.append((origin, src))
 
+    def bind_assignment(self, name, home):
+        """Emit the top-level ``name = ...`` statement of ``home`` (e.g. a tuple of classes), with what it uses."""
+        origin = f"{home.__name__}.{name}"
+        if name in self.defined or name in self.bound:
+            return
+        src = inspect.getsource(home)
+        for node in ast.parse(src).body:
+            if isinstance(node, ast.Assign) and _defined_names(node) == {name}:
+                self.bound[name] = origin
+                text = ast.get_source_segment(src, node)
+                self._needs(ast.parse(text), home, origin, own=name)
+                self.deferred.append((origin, text + "\n"))   # after the classes it may name
+                return
+        raise AssertionError(f"{origin} is neither a function, a class, a literal nor a simple assignment")
+
     def _needs(self, tree, home, origin, own):
         """Carry the globals of ``home`` that the copied ``tree`` uses (classes, functions, imports)."""
         imports = {}
@@ -137,8 +173,10 @@ class _Carrier:
                 self.add_import(imports[name], origin)
             elif hasattr(home, name) and not inspect.ismodule(getattr(home, name)):
                 obj = getattr(home, name)
-                if inspect.isfunction(obj) or inspect.isclass(obj):
+                if _is_function(obj) or inspect.isclass(obj) or _is_literal(obj):
                     self.bind(name, obj, f"{home.__name__}.{name}")
+                elif name in vars(home) and not name.startswith("__"):
+                    self.bind_assignment(name, home)
 
     def body(self, module, drop):
         """``module``'s source without its docstring, imports and the definitions of ``drop``."""
@@ -161,8 +199,8 @@ class _Carrier:
                 cut.append(_span(node))
             elif _defined_names(node) and _defined_names(node) <= set(drop) | self.defined:
                 cut.append(_span(node))
-                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                    dropped.add(node.name)
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in self.defined:
+                    dropped.add(node.name)   # a name the generated module defines itself may stay in use
         kept = [n for n in tree.body if not any(a <= n.lineno <= b for a, b in cut)]
         for node in kept:
             _no_nested_relative_imports(node, module.__name__)
@@ -179,7 +217,7 @@ class _Carrier:
         self.out.bodies.append((module.__name__, text.strip("\n") + "\n"))
 
 
-def carry(bodies, objects=(), defined=()) -> Carried:
+def carry(bodies, objects=(), defined=(), allowed=ALLOWED_IMPORTS) -> Carried:
     """Carry module bodies and what they import into the parts of one standalone source.
 
     Parameters
@@ -193,6 +231,8 @@ def carry(bodies, objects=(), defined=()) -> Carried:
     defined : iterable of str
         Names the generated module defines itself: their imports and top-level definitions are
         dropped everywhere.
+    allowed : set of str
+        The top-level packages the carried source may import besides the standard library.
 
     Returns
     -------
@@ -207,7 +247,7 @@ def carry(bodies, objects=(), defined=()) -> Carried:
     >>> out.imports, [name for name, _ in out.bodies]
     (['import numpy as np'], ['symattn.backends.quadrature'])
     """
-    carrier = _Carrier(defined)
+    carrier = _Carrier(defined, allowed)
     for module, _ in bodies:
         # names a body defines are bound to it before any import is resolved, so that a later
         # body importing them (the public functions importing the runtime) drops the import
@@ -218,4 +258,5 @@ def carry(bodies, objects=(), defined=()) -> Carried:
         carrier.bind(name, obj, f"{module}.{getattr(obj, '__name__', name)}")
     for module, drop in bodies:
         carrier.body(module, drop)
+    carrier.out.objects.extend(carrier.deferred)
     return carrier.out

@@ -112,8 +112,78 @@ def _renaming(symbols):
     return names
 
 
-def print_kernel(key: str, values: dict):
-    r"""The source of the kernel ``key`` with the constants ``values`` folded in, and its wrapper.
+class MPKernelPrinter(KernelPrinter):
+    """The kernel printer for the mpmath variant: rationals as ``_mpq(p, q)`` (mpmath numbers at the
+    working precision, not float64 quotients), √ as ``_msqrt`` (elementwise mpmath.sqrt)."""
+
+    def _print_Rational(self, expr):
+        return f"_mpq({expr.p}, {expr.q})"
+
+    def _print_Half(self, expr):
+        return "_mpq(1, 2)"
+
+    def _print_Float(self, expr):
+        return f"_mpq({str(expr)!r})"
+
+    def _print_Pow(self, expr, rational=False):
+        if expr.exp == sp.S.Half:
+            return f"_msqrt({self._print(expr.base)})"
+        if expr.exp == -sp.S.Half:
+            return f"(1/_msqrt({self._print(expr.base)}))"
+        return super()._print_Pow(expr, rational=rational)
+
+    #: numpy functions that act exactly on object arrays of mpmath numbers (comparisons, selection)
+    EXACT = frozenset({"numpy.select", "numpy.where", "numpy.greater", "numpy.greater_equal", "numpy.less",
+                       "numpy.less_equal", "numpy.equal", "numpy.not_equal", "numpy.logical_and",
+                       "numpy.logical_or", "numpy.logical_not", "numpy.nan", "numpy.inf"})
+
+    def _module_format(self, fqn, register=True):
+        if fqn == "numpy.sqrt":
+            return "_msqrt"
+        if fqn in self.EXACT:
+            return super()._module_format(fqn, register)
+        raise ValueError(f"the mpmath kernels cannot print {fqn}")
+
+
+def print_definition(name: str, args, intermediates, exprs, values: dict, comment: str, mp: bool = False) -> str:
+    r"""The source of a function ``name(*args)`` returning the list ``exprs`` (after the
+    ``intermediates``, with CSE), the constants ``values`` folded in; ``mp``: printed for mpmath.
+
+    Examples
+    --------
+    >>> x, y = sp.symbols("x y")
+    >>> print(print_definition("_f", (x,), ((y, x + 1),), (y**2 / 3,), {}, "a test", mp=True).strip())
+    # a test
+    def _f(x):
+        y = x + 1
+        out0 = (_mpq(1, 3))*(y*y)
+        return (out0,)
+    """
+    args = tuple(rc if a is c else a for a in args)
+    steps = [(sym, rationalise(defn).xreplace(values)) for sym, defn in intermediates]
+    exprs = [rationalise(e).xreplace(values) for e in exprs]
+    names = _renaming(args + tuple(sym for sym, _ in steps))
+    needed = set().union(*(sp.sympify(e, strict=True).free_symbols for e in exprs)) if exprs else set()
+    used = []
+    for sym, defn in reversed(steps):
+        if sym in needed:
+            used.insert(0, (sym, defn))
+            needed |= defn.free_symbols
+    outs = [sp.Symbol(f"out{i}") for i in range(len(exprs))]
+    block = CodeBlock(*[Assignment(names[s], d.xreplace(names)) for s, d in used],
+                      *[Assignment(o, sp.sympify(e, strict=True).xreplace(names)) for o, e in zip(outs, exprs)])
+    if len(block.args) > 1:
+        block = block.cse(symbols=sp.numbered_symbols("x"), order="none")
+    body = CodeBlock(Comment(comment), *block.args, Return(sp.Tuple(*outs)))
+    fn = FunctionDefinition(none, name, [Variable(names[a]) for a in args], body)
+    src = (MPKernelPrinter() if mp else KernelPrinter()).doprint(fn)
+    lines = src.splitlines()
+    return "\n".join([lines[1].strip()] + [lines[0]] + lines[2:]) + "\n"
+
+
+def print_kernel(key: str, values: dict, mp: bool = False):
+    r"""The source of the kernel ``key`` with the constants ``values`` folded in, and its wrapper
+    (:func:`print_definition`; ``mp``: printed for the mpmath variant).
 
     Returns ``(source, wrapper)``: the function definition, and the expression (in the names
     ``ArrayFunction``, ``MatrixFunction``) that makes it a kernel of the runtime's table.
@@ -127,38 +197,18 @@ def print_kernel(key: str, values: dict):
     'ArrayFunction(_kernel_delta)'
     """
     k = kernel_definition(key)
-    args = tuple(rc if a is c else a for a in k.args)
-    fold = {s: v for s, v in values.items()}
-    steps = [(sym, rationalise(defn).xreplace(fold)) for sym, defn in k.intermediates]
     if k.matrix is not None:
-        M = rationalise(k.matrix).xreplace(fold)
+        M = k.matrix
         entries = [(i, j) for i in range(M.rows) for j in range(M.cols) if M[i, j] != 0]
         exprs = [M[i, j] for i, j in entries]
     else:
-        exprs = [rationalise(e).xreplace(fold) for e in k.exprs]
-    names = _renaming(args + tuple(sym for sym, _ in steps))
-    # the intermediates the outputs need (each may use the previous ones)
-    needed = set().union(*(sp.sympify(e, strict=True).free_symbols for e in exprs)) if exprs else set()
-    used = []
-    for sym, defn in reversed(steps):
-        if sym in needed:
-            used.insert(0, (sym, defn))
-            needed |= defn.free_symbols
-    outs = [sp.Symbol(f"out{i}") for i in range(len(exprs))]
-    block = CodeBlock(*[Assignment(names[s], d.xreplace(names)) for s, d in used],
-                      *[Assignment(o, sp.sympify(e, strict=True).xreplace(names)) for o, e in zip(outs, exprs)])
-    block = block.cse(symbols=sp.numbered_symbols("x"), order="none")
+        exprs = list(k.exprs)
     kind = key if k.matrix is None else key.rsplit("-r", 1)[0]
-    body = CodeBlock(Comment(f"{key}: {DESCRIPTIONS[kind]}"), *block.args, Return(sp.Tuple(*outs)))
     name = function_name(key)
-    fn = FunctionDefinition(none, name, [Variable(names[a]) for a in args], body)
-    src = KernelPrinter().doprint(fn)
-    lines = src.splitlines()
-    # the comment first (above the def), the rest as printed
-    src = "\n".join([lines[1].strip()] + [lines[0]] + lines[2:]) + "\n"
+    src = print_definition(name, k.args, k.intermediates, exprs, values, f"{key}: {DESCRIPTIONS[kind]}", mp)
     if k.matrix is None:
         return src, f"ArrayFunction({name})"
     return src, f"MatrixFunction(ArrayFunction({name}), {tuple(k.matrix.shape)!r}, {tuple(entries)!r})"
 
 
-__all__ = ["KernelPrinter", "identifier", "function_name", "print_kernel"]
+__all__ = ["KernelPrinter", "MPKernelPrinter", "identifier", "function_name", "print_kernel", "print_definition"]

@@ -1,16 +1,18 @@
 r"""The public functions and the command line of a generated standalone solver.
 
-:func:`symattn.codegen.generate_solver` writes a module that carries, verbatim, the solver
-runtime of :mod:`symattn.backends.solver` (with copies of what it imports: the float64
-context, the Marchenko–Pastur rule, the kernel wrappers and ConvergenceError), the kernels
-printed from the SymPy systems for one activation, and then this module's source: the
-functions below, written against the runtime and the activation's constants.
+:func:`symattn.codegen.generate_solver` writes a module that carries, verbatim, the closed-form
+runtime :mod:`symattn.codegen.closed_runtime` (docs/theory.md §5.8: no quadrature), with copies
+of what it imports (the arithmetic context, the Woodbury step of :mod:`symattn.backends.solver`,
+the finite-p diagonal d_n of :mod:`symattn.activations.diagonal`, ConvergenceError), the closed
+kernels printed for one activation, and then this module's source: the functions below, written
+against the runtime and the activation's constants.
 
 Here, inside the library, the relative imports bind the runtime and the library's lambdified
 kernels, and the constants are those of f(t) = t (a1 = ν = 1, s² = d = 0), so that this module
 is itself a working solver for that activation and its examples run; a generated module drops
 those lines and defines its own constants and kernels (tests/test_codegen.py runs the examples
-there too).
+there too). ``ARITHMETIC`` is 'float64' or 'mpmath' (the mpmath variant: ``dps`` digits, results
+as mpmath numbers, decimal strings on the command line).
 """
 
 from __future__ import annotations
@@ -21,20 +23,30 @@ import sys
 
 import numpy as np
 
+from ..activations.diagonal import finite_p_diagonal
 from ..backends.context import FloatContext
 from ..backends.kernels import KERNELS
-from ..backends.quadrature import mp_nodes as _mp_nodes
-from ..backends.solver import attention_at, bulk_derivative, solve_bulk
 from ..errors import ConvergenceError
+from .closed_runtime import attention_closed
 
 ACTIVATION, EXPRESSION = "linear", "x"  # f(t) = t here; a generated module defines its own constants
 A0, A1, NU, S2, D = 0.0, 1.0, 1.0, 0.0, 0.0
-DIAGONAL, RANK, DPS = "f", 1, 30
+KINKS, SUPERLINEAR = (), False
+DIAGONAL, RANK, DPS, ARITHMETIC = "f", 1, 30, "float64"
+CONTEXT = FloatContext
 SYMATTN_VERSION = GENERATED = ""
+GUARD_DIGITS = 12    # the mpmath variant works with this many more digits than asked for
+N_MAX = 10**9
 
-__all__ = ["memorization_error", "attention_error", "linear_error", "bulk_error", "aligned",
-           "gram_matrix", "mp_nodes", "solve_bulk", "FloatContext", "ConvergenceError", "main",
-           "A0", "A1", "NU", "S2", "D", "ACTIVATION", "RANK"]
+
+def _f_raw(t):
+    """The uncentred f on float64 arrays (for the finite-p diagonal d_n)."""
+    return np.asarray(t, dtype=float)
+
+
+__all__ = ["memorization_error", "attention_error", "linear_error", "bulk_error", "aligned", "diagonal_constant",
+           "gram_matrix", "ConvergenceError", "main", "A0", "A1", "NU", "S2", "D", "ACTIVATION", "RANK",
+           "ARITHMETIC", "DPS"]
 
 GEOMETRY_KEYS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
 
@@ -134,35 +146,79 @@ def _geometry(gram, named):
     return _check_gram(gram_matrix(**named))
 
 
-def _bulk(c, gamma):
-    """The bulk solution on the broadcast (c, gamma) grid, flattened: (grid shape, BulkSolution)."""
-    c = _check_positive("c", c, 1e4)
-    gamma = _check_positive("gamma", gamma, 1e12)
-    grid = np.broadcast_shapes(c.shape, gamma.shape)
-    cb, gb = (np.broadcast_to(v, grid).reshape(-1) for v in (c, gamma))
-    return grid, solve_bulk(FloatContext(), cb, gb, A1, S2, D, {"activation": ACTIVATION, "diagonal": DIAGONAL})
+def _context(dps):
+    """The arithmetic: float64, or mpmath at ``dps`` (default DPS) digits plus guard digits."""
+    if ARITHMETIC == "float64":
+        if dps is not None:
+            raise ValueError(f"invalid dps={dps!r}: allowed None (this solver is float64; generate one with "
+                             "--backend mpmath for more digits)")
+        return CONTEXT()
+    dps = DPS if dps is None else dps
+    if isinstance(dps, bool) or not isinstance(dps, (int, np.integer)) or not 15 <= dps <= DPS:
+        raise ValueError(f"invalid dps={dps!r}: allowed integers 15 <= dps <= {DPS} (the digits of the "
+                         "constants; regenerate with a larger --dps for more)")
+    return CONTEXT(int(dps) + GUARD_DIGITS)
 
 
-def attention_error(c, gamma, gram=None, **geometry):
+def _number(ctx, text):
+    """A constant (a decimal string or a float) in the context's arithmetic."""
+    return ctx.convert(float(text)) if ARITHMETIC == "float64" else ctx.convert(np.array([text]))[0]
+
+
+def diagonal_constant(c, n=None, snr=0.0):
+    r"""The diagonal constant: D, or with ``n`` tokens the finite-p d_n = E f_c(||x||^2/sqrt p)/sqrt p,
+    ||x||^2 ~ chi^2_p(snr), p = round(c n) (docs/theory.md §1.3; DIAGONAL 'zero': 0).
+
+    Parameters
+    ----------
+    c : float or array
+    n : int, optional
+    snr : float
+        ||mu||^2.
+
+    Returns
+    -------
+    float array of the shape of c
+
+    Examples
+    --------
+    >>> round(float(diagonal_constant(0.5, n=2000, snr=10.0)[()]), 9)   # f(t) = t: d_n = (p + snr)/p
+    1.01
+    """
+    c = np.asarray(c, dtype=float)
+    if n is None or DIAGONAL == "zero":
+        return np.full(c.shape, 0.0 if DIAGONAL == "zero" else float(D))
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 2 <= n <= N_MAX:
+        raise ValueError(f"invalid n={n!r}: allowed integers 2 <= n <= {N_MAX}")
+    if SUPERLINEAR:
+        raise ValueError(f"invalid n={n!r}: {ACTIVATION} is superlinear (d_n = inf); generate with --diagonal zero")
+    out = [finite_p_diagonal(_f_raw, float(A0), KINKS, max(1, int(round(float(ci) * n))), float(snr)) for ci in c.ravel()]
+    return np.array(out, dtype=float).reshape(c.shape)
+
+
+def attention_error(c, gamma, gram=None, n=None, dps=None, **geometry):
     r"""E_A(gamma) = -gamma^2 F'(gamma) of nonlinear attention, broadcast over c, gamma and the geometry.
 
     c = p/n (0 < c <= 1e4), gamma > 0 the ridge; the geometry is given by the keywords snr, wk2,
     wq2, mu_wk, mu_wq, wk_wq (arrays allowed; rank 1) or by ``gram`` (..., 1+2r, 1+2r) ordered
-    (mu, w_K^(1..r), w_Q^(1..r)). The bulk system depends on (c, gamma) only and is solved on
-    their broadcast grid, whatever the geometry's shape; then F = Gamma00 - e^T u with
-    u = C_hat (I + Gamma C_hat)^{-1} e, e = Gamma[:, 0], and F' = Gammadot00 - 2 edot^T u
-    + u^T Gammadot u.
+    (mu, w_K^(1..r), w_Q^(1..r)). The bulk system depends on (c, gamma) only and is solved in
+    closed form (docs/theory.md §5.8) once per point of their broadcast grid, whatever the
+    geometry's shape; then the Woodbury step (docs/theory.md §6.6).
 
     Parameters
     ----------
     c, gamma : float or array
     gram : array (..., 1+2r, 1+2r), optional
+    n : int, optional
+        Tokens: the finite-p diagonal d_n at p = round(c n) instead of D (one geometry only).
+    dps : int, optional
+        The mpmath variant: digits (default DPS); the float64 variant takes None.
     **geometry : float or array
         snr, wk2, wq2, mu_wk, mu_wq, wk_wq (rank 1).
 
     Returns
     -------
-    float array of the broadcast shape of c, gamma and the geometry
+    array of the broadcast shape of c, gamma and the geometry (float64, or mpmath numbers)
 
     Examples
     --------
@@ -170,37 +226,52 @@ def attention_error(c, gamma, gram=None, **geometry):
     (2, 2)
     """
     G = _geometry(gram, geometry)
-    grid, sol = _bulk(c, gamma)
+    c = _check_positive("c", c, 1e4)
+    gamma = _check_positive("gamma", gamma, 1e12)
+    ctx = _context(dps)
+    grid = np.broadcast_shapes(c.shape, gamma.shape)
+    cb, gb = (np.broadcast_to(v, grid).reshape(-1) for v in (c, gamma))
     shape = np.broadcast_shapes(grid, G.shape[:-2])
     k = G.shape[-1]
-    points = np.broadcast_to(np.arange(sol.e.shape[0]).reshape(grid), shape).reshape(-1)
-    E, _ = attention_at(FloatContext(), sol, np.broadcast_to(G, shape + (k, k)).reshape(-1, k, k), RANK,
-                        points=points)
+    points = np.broadcast_to(np.arange(cb.size).reshape(grid), shape).reshape(-1)
+    grams = np.broadcast_to(G, shape + (k, k)).reshape(-1, k, k)
+    info = {"activation": ACTIVATION, "diagonal": DIAGONAL}
+    with ctx:
+        if n is not None:
+            if G.ndim != 2:
+                raise ValueError("invalid geometry: with n= give one geometry (d_n depends on ||mu||^2)")
+            d = ctx.convert(diagonal_constant(cb, n, float(G[0, 0])))
+        else:
+            d = _number(ctx, D)
+        E, _ = attention_closed(ctx, cb, gb, _number(ctx, A1), _number(ctx, S2), d, grams, RANK, points=points,
+                                info=info)
+        if ARITHMETIC == "mpmath":
+            E = np.array([+v for v in E], dtype=object)
     return E.reshape(shape)
 
 
-def bulk_error(c, gamma):
+def bulk_error(c, gamma, dps=None):
     r"""E_bulk(gamma) = -gamma^2 de1/dgamma of the bulk system alone (mu = 0, w = 0), broadcast over c, gamma.
 
     Parameters
     ----------
     c, gamma : float or array
+    dps : int, optional (mpmath variant)
 
     Returns
     -------
-    float array of the broadcast shape of c and gamma (E_A at zero geometry)
+    array of the broadcast shape of c and gamma (E_A at zero geometry)
 
     Examples
     --------
     >>> bool(abs(bulk_error(0.5, 1.0) / attention_error(0.5, 1.0) - 1) < 1e-12)
     True
     """
-    grid, sol = _bulk(c, gamma)
-    g = sol.params[1][:, 0]
-    return (-(g**2) * bulk_derivative(FloatContext(), sol)[:, 0]).reshape(grid)
+    k = 1 + 2 * RANK
+    return attention_error(c, gamma, gram=np.zeros((k, k)), dps=dps)
 
 
-def linear_error(c, gamma, snr=0.0):
+def linear_error(c, gamma, snr=0.0, dps=None):
     r"""E_LR(gamma) of ridge regression on X itself (closed form, docs/theory.md §3), broadcast.
 
     Parameters
@@ -208,10 +279,11 @@ def linear_error(c, gamma, snr=0.0):
     c, gamma : float or array
     snr : float or array
         ||mu||^2.
+    dps : int, optional (mpmath variant)
 
     Returns
     -------
-    float array of the broadcast shape
+    array of the broadcast shape
 
     Examples
     --------
@@ -224,23 +296,28 @@ def linear_error(c, gamma, snr=0.0):
     if not np.all(np.isfinite(snr)) or np.any(snr < 0):
         raise ValueError(f"invalid snr={snr.tolist()!r}: allowed snr >= 0")
     c, gamma, snr = np.broadcast_arrays(c, gamma, snr)
-    with np.errstate(all="ignore"):
-        out = KERNELS["numpy"]["linear"](np.sqrt(c), gamma, snr)[0]
-    return np.asarray(np.broadcast_to(out, c.shape), dtype=float).copy()
+    ctx = _context(dps)
+    with ctx, np.errstate(all="ignore"):
+        args = [ctx.convert(v.reshape(-1)) for v in (c, gamma, snr)]
+        out = KERNELS[ctx.lambdify_modules]["linear"](ctx.sqrt(args[0]), args[1], args[2])[0]
+        out = np.broadcast_to(out, (c.size,))
+        if ARITHMETIC == "mpmath":
+            return np.array([+v for v in out], dtype=object).reshape(c.shape)
+    return np.asarray(out, dtype=float).reshape(c.shape).copy()
 
 
-def memorization_error(c, gamma, model="attention", gram=None, **geometry):
+def memorization_error(c, gamma, model="attention", gram=None, n=None, dps=None, **geometry):
     r"""E(gamma) for model 'attention' (E_A), 'linear' (E_LR) or 'both' ({'attention': .., 'linear': ..}).
 
     Parameters
     ----------
-    c, gamma, gram, **geometry
+    c, gamma, gram, n, dps, **geometry
         As for :func:`attention_error`; 'linear' uses snr = ||mu||^2 (gram[..., 0, 0]).
     model : 'attention', 'linear' or 'both'
 
     Returns
     -------
-    float array, or a dict of two for model='both'
+    array, or a dict of two for model='both'
 
     Examples
     --------
@@ -251,36 +328,11 @@ def memorization_error(c, gamma, model="attention", gram=None, **geometry):
         raise ValueError(f"invalid model={model!r}: allowed 'attention', 'linear' or 'both'")
     out = {}
     if model in ("attention", "both"):
-        out["attention"] = attention_error(c, gamma, gram=gram, **geometry)
+        out["attention"] = attention_error(c, gamma, gram=gram, n=n, dps=dps, **geometry)
     if model in ("linear", "both"):
         G = _geometry(gram, geometry)
-        out["linear"] = linear_error(c, gamma, G[..., 0, 0])
+        out["linear"] = linear_error(c, gamma, G[..., 0, 0], dps=dps)
     return out if model == "both" else out[model]
-
-
-def mp_nodes(c, m):
-    r"""Nodes lam and weights w, each (P, m + 1), of int g dmu_S ~ sum_k w_k g(lam_k) (float64).
-
-    The Marchenko-Pastur rule of the solver (midpoint rule in theta, node 0 at lam = 0 with the
-    atom (1 - c)_+ and the correction that makes the rule exact for constants).
-
-    Parameters
-    ----------
-    c : float or array (P,)
-    m : int
-        Nodes of the midpoint rule.
-
-    Returns
-    -------
-    lam, w : arrays (P, m + 1)
-
-    Examples
-    --------
-    >>> lam, w = mp_nodes(2.0, 64)
-    >>> round(float((w * lam**2).sum()), 12)     # int lam^2 dmu_S = 1 + 1/c
-    1.5
-    """
-    return _mp_nodes(FloatContext(), np.atleast_1d(np.asarray(c, dtype=float)).reshape(-1), int(m))
 
 
 # ============================================================================ command line
@@ -289,8 +341,9 @@ def _parser():
 
     p = argparse.ArgumentParser(
         description=f"Deterministic-equivalent memorisation errors E_attention and E_linear for the activation "
-                    f"{ACTIVATION} (a1 = {A1:.6g}, nu = {NU:.6g}, d = {D:.6g}); generated by symattn "
-                    f"{SYMATTN_VERSION} on {GENERATED}. Needs only numpy.",
+                    f"{ACTIVATION} (a1 = {float(A1):.6g}, nu = {float(NU):.6g}, d = {float(D):.6g}), in closed "
+                    f"form ({ARITHMETIC}); generated by symattn {SYMATTN_VERSION} on {GENERATED}. Needs only "
+                    + ("numpy and scipy." if ARITHMETIC == "float64" else "numpy, scipy and mpmath."),
         epilog="example: python %(prog)s --c 0.5 --gamma 0.01 0.1 1 --aligned --snr 1 --json\n"
                "exit codes: 0 ok; 2 bad input; 3 no convergence.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -305,6 +358,11 @@ def _parser():
                    help=f"the full (1+2r)x(1+2r) Gram matrix as a JSON list of lists (rank r = {RANK})")
     p.add_argument("--model", choices=("attention", "linear", "both"), default="both",
                    help="which error(s) to compute (default both)")
+    p.add_argument("--n", type=int, default=None, metavar="N",
+                   help="tokens: the finite-p diagonal d_n at p = round(c N) instead of d (as symattn solve --n)")
+    if ARITHMETIC == "mpmath":
+        p.add_argument("--dps", type=int, default=DPS, metavar="D",
+                       help=f"decimal digits, 15 <= D <= {DPS} (default {DPS}); results are printed as decimal strings")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return p
 
@@ -328,8 +386,13 @@ def _cli_geometry(args):
     return {k: (0.0 if v is None else v) for k, v in named.items()} if RANK == 1 else {}
 
 
-def _jsonable(values):
-    return [None if not math.isfinite(v) else v for v in np.asarray(values, dtype=float).ravel().tolist()]
+def _jsonable(values, digits=None):
+    """Floats (None where not finite), or, for mpmath numbers, decimal strings of ``digits`` digits."""
+    flat = np.asarray(values).ravel()
+    if ARITHMETIC == "mpmath" and flat.dtype == object:
+        mpmath = sys.modules["mpmath"]   # loaded by the mpmath context
+        return [mpmath.nstr(v, digits) for v in flat]
+    return [None if not math.isfinite(v) else v for v in np.asarray(flat, dtype=float).tolist()]
 
 
 def main(argv=None):
@@ -358,7 +421,9 @@ def main(argv=None):
         gram = geometry.pop("gram", None)
         c = _check_positive("c", args.c, 1e4)
         gamma = _check_positive("gamma", args.gamma, 1e12)
-        res = memorization_error(c[:, None], gamma[None, :], model=args.model, gram=gram, **geometry)
+        dps = getattr(args, "dps", None)
+        res = memorization_error(c[:, None], gamma[None, :], model=args.model, gram=gram, n=args.n, dps=dps,
+                                 **geometry)
     except ConvergenceError as exc:
         print(f"{parser.prog}: error: no convergence: {exc}", file=sys.stderr)
         return 3
@@ -373,17 +438,19 @@ def main(argv=None):
     for key in ("E_attention", "E_linear"):
         if key in errs:
             vals = errs[key]
-            data[key] = _jsonable(vals[0]) if c.size == 1 else [_jsonable(row) for row in vals]
-    data.update({"a1": A1, "nu": NU, "d": D if math.isfinite(D) else None})
+            data[key] = _jsonable(vals[0], dps) if c.size == 1 else [_jsonable(row, dps) for row in vals]
+    data.update({"a1": float(A1), "nu": float(NU), "d": float(D) if math.isfinite(float(D)) else None})
     if args.json:
         print(json.dumps(data, allow_nan=False))
         return 0
-    print(f"activation {ACTIVATION}: a1 = {A1:.6g}, nu = {NU:.6g}, d = {D:.6g}")
+    print(f"activation {ACTIVATION}: a1 = {float(A1):.6g}, nu = {float(NU):.6g}, d = {float(D):.6g}")
     keys = [k for k in ("E_attention", "E_linear") if k in errs]
     print("  ".join(f"{h:>14}" for h in ["c", "gamma"] + keys))
     for i, cv in enumerate(c):
         for j, gv in enumerate(gamma):
-            print("  ".join(f"{v:>14.8g}" for v in [cv, gv] + [float(errs[k][i, j]) for k in keys]))
+            vals = [_jsonable(errs[k][i, j], dps)[0] for k in keys]
+            print("  ".join([f"{cv:>14.8g}", f"{gv:>14.8g}"] + [f"{v:>14.8g}" if isinstance(v, float) else str(v)
+                                                               for v in vals]))
     return 0
 
 

@@ -1,4 +1,11 @@
-r"""Figures ``minilm`` and ``minilm_rank``: the theory against real pretrained attention weights.
+r"""Figures ``minilm`` and ``minilm_rank``: the paper's model W = α(I + low rank) against real attention weights.
+
+A labelled comparison. The theory for the real W itself is the general-W theory of docs/theory.md
+§12, drawn against the same real-W Monte Carlo in ``fig_minilm_w`` (:mod:`symattn.figures.minilm_w`).
+These two figures keep the older path because it shows *why* that theory is needed: the paper's
+model, fitted to W as αI + rank r with α folded into f, misses the real-W Monte Carlo by tens of
+per cent at every rank, and ``fig_minilm_rank`` shows that W_KᵀW_Q is not identity plus low rank
+(a tiny α, a slowly decaying spectrum of W − αI, most of the energy outside any small rank).
 
 The weights are all-MiniLM-L6-v2's (:mod:`symattn.realweights`: loading, scaling, the fit
 W ≈ αI + Σ_{k≤r} σ_k u_k v_kᵀ, the folded activation f_α and the signal direction μ).
@@ -131,7 +138,8 @@ def make_minilm(s, runner, out):
                loc="outside lower center", ncol=min(len(labels), 3), fontsize="small", frameon=False)
     lay0 = layers[0]
     fig.suptitle(
-        rf"all-MiniLM-L6-v2, $W=W_K^\top W_Q$ per layer ({s.real_scale} scale), {f.name}: Monte Carlo with the real "
+        r"comparison (the paper's model, fitted; the theory of the real $W$ is fig_minilm_w)" + "\n"
+        + rf"all-MiniLM-L6-v2, $W=W_K^\top W_Q$ per layer ({s.real_scale} scale), {f.name}: Monte Carlo with the real "
         rf"$W$ vs theory of the fit $\alpha I+\sum_{{k\leq r}}\sigma_k u_k v_k^\top$ ($\alpha$ folded into "
         rf"$f(\alpha\cdot)$)" + "\n"
         + rf"$p={lay0['p']}$, $n={lay0['n']}$, {s.real_draws} draws; $\mu$ = top eigenvector of $(W+W^\top)/2$, "
@@ -141,8 +149,8 @@ def make_minilm(s, runner, out):
     worst = max((abs(gp) for (_, r, mm, gp, *_rest) in gap_rows if mm == REAL_WEIGHTS and r == max(ranks)),
                 default=float("nan"))
     res1 = FigureResult("minilm", rec, files,
-                        note=f"real W vs theory of the rank-{max(ranks)} fit at gamma={g0:g}: |gap| up to "
-                             f"{100 * worst:.0f}% (see docs/gallery.md)")
+                        note=f"comparison: real W vs the paper's theory of its rank-{max(ranks)} fit at gamma={g0:g}: "
+                             f"|gap| up to {100 * worst:.0f}% (the general-W theory is fig_minilm_w; docs/gallery.md)")
 
     # ---- rank summary
     rec2 = Records("minilm_rank")

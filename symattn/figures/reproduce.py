@@ -2,8 +2,9 @@ r"""The ``symattn reproduce`` driver: every figure of the paper, theory lines ag
 
 :data:`FIGURES` maps a figure name to its ``(plan, make)`` pair (one module per figure:
 :mod:`~symattn.figures.mu0`, :mod:`~symattn.figures.aligned`, :mod:`~symattn.figures.a1zero`,
-:mod:`~symattn.figures.minilm`); :func:`run` plans all, runs the Monte Carlo once, makes the
-figures and returns a summary with the agreement of theory and Monte Carlo. The command line
+:mod:`~symattn.figures.minilm`, :mod:`~symattn.figures.minilm_w`); :func:`run` plans all, runs the
+Monte Carlo once, makes the figures and returns a summary with the agreement of theory and Monte
+Carlo. The command line
 (``symattn reproduce``) is :mod:`symattn.cli.reproduce`.
 """
 
@@ -18,24 +19,36 @@ from ..montecarlo import blas_threads
 from .a1zero import make_a1zero, plan_a1zero
 from .aligned import make_aligned, plan_aligned
 from .minilm import make_minilm, plan_minilm
+from .minilm_w import make_minilm_w, plan_minilm_w
 from .mu0 import make_mu0, plan_mu0
+from .ridge import make_ridge, plan_ridge
 from .records import STRONG_SIGNAL_T, agreement, write_provenance
 from .runner import FULL, QUICK, Runner, Settings
+from .variants import (make_heads, make_minilm_heads, make_residual, make_softmax, plan_heads, plan_minilm_heads,
+                       plan_residual, plan_softmax)
 
 __all__ = ["FIGURES", "run"]
 
 
 #: name -> (plan(settings, runner), make(settings, runner, out) -> FigureResult or list of them)
 FIGURES: dict[str, tuple[Callable, Callable]] = {
+    "ridge": (plan_ridge, make_ridge),
     "mu0": (plan_mu0, make_mu0),
     "aligned": (plan_aligned, make_aligned),
     "a1zero": (plan_a1zero, make_a1zero),
     "minilm": (plan_minilm, make_minilm),
+    "minilm_w": (plan_minilm_w, make_minilm_w),
+    # the layer's variants (docs/theory.md §13): symattn.figures.variants
+    "heads": (plan_heads, make_heads),
+    "residual": (plan_residual, make_residual),
+    "softmax": (plan_softmax, make_softmax),
+    "minilm_heads": (plan_minilm_heads, make_minilm_heads),
 }
 
 
 def run(out="symattn-figures", quick: bool = True, settings: Settings | None = None, figures=None,
-        progress=None, echo: Callable[[str], object] | None = print, cache: bool = True) -> dict:
+        progress=None, echo: Callable[[str], object] | None = print, cache: bool = True, store=None,
+        scheduler=None, workers=None) -> dict:
     """Make the figures ``figures`` (default all of :data:`FIGURES`) into ``out``; returns a summary.
 
     Each figure plans its Monte Carlo runs on one :class:`~symattn.figures.runner.Runner`, the
@@ -61,6 +74,17 @@ def run(out="symattn-figures", quick: bool = True, settings: Settings | None = N
         written atomically) and read back those already there, so that a rerun after Ctrl-C or
         ``kill`` recomputes nothing that was finished; the numbers are the same bit for bit
         (same seeds). False: simulate everything and write no cache.
+    store : str or pathlib.Path, optional
+        The cache folder instead of ``out/.cache``: a persistent store of finished runs that
+        several output folders (and reruns after ``kill -9``) share. Implies ``cache``.
+    scheduler : None, 'local' or str
+        Where the Monte Carlo runs: None in this process (unless ``workers`` is given); 'local'
+        an embedded dask ``LocalCluster``; else the address of a running dask scheduler
+        (``tcp://HOST:PORT``). On a cluster every draw is a task (one BLAS thread), seeded by its
+        index, so the numbers do not depend on the workers (:meth:`Runner.run`).
+    workers : int, optional
+        Worker processes of the embedded cluster (default one per core); with an address, wait
+        for this many workers.
 
     Returns
     -------
@@ -68,8 +92,8 @@ def run(out="symattn-figures", quick: bool = True, settings: Settings | None = N
         ``{"settings", "out", "figures", "skipped", "monte_carlo", "seconds", "monte_carlo_seconds"}``;
         per figure the files written (PNG, PDF, CSV and the CSV's ``.provenance.json``), the
         :func:`~symattn.figures.records.agreement` of theory and Monte Carlo, a note and the seconds.
-        ``monte_carlo``: ``{"runs", "computed", "reused", "cache"}`` (runs simulated now, runs read
-        back from the cache, the cache folder or None). A figure whose inputs are not installed
+        ``monte_carlo``: ``{"runs", "computed", "reused", "cache", "engine"}`` (runs simulated now, runs
+        read back from the cache, the cache folder or None, and 'serial', 'local-cluster' or 'scheduler'). A figure whose inputs are not installed
         (the real weights without the ``[real]`` extra) is skipped with its reason in
         ``summary["skipped"]``. Every file is written atomically (a temporary name, then a rename).
 
@@ -91,16 +115,24 @@ def run(out="symattn-figures", quick: bool = True, settings: Settings | None = N
         if nm not in FIGURES:
             raise ParameterError("figures", nm, "a subset of " + ", ".join(FIGURES))
     out = Path(out)
+    if workers is not None:
+        from ..validation import check_int
+
+        workers = check_int("workers", workers, 1, 4096)
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise ParameterError("scheduler", scheduler, "None, 'local' or a scheduler address tcp://HOST:PORT")
+    cache_dir = Path(store) if store is not None else (out / ".cache" if cache else None)
     with blas_threads(s.n, "numpy"):  # small sizes: one BLAS thread for the CPU work (fits, SVDs, MC)
-        return _run(s, names, out, progress, say, cache)
+        return _run(s, names, out, progress, say, cache_dir, scheduler, workers)
 
 
-def _run(s: Settings, names, out: Path, progress, say, cache: bool = True) -> dict:
+def _run(s: Settings, names, out: Path, progress, say, cache_dir, scheduler=None, workers=None) -> dict:
+    import contextlib
+
     from ..files import remove_stale_parts
 
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    cache_dir = out / ".cache" if cache else None
     for folder in (out, cache_dir):  # what a killed run (SIGKILL: no clean-up) left half written
         if folder is not None:
             remove_stale_parts(folder)
@@ -115,10 +147,18 @@ def _run(s: Settings, names, out: Path, progress, say, cache: bool = True) -> di
             say(f"skipped {nm}: {exc}")
     draws = sum(j.draws for j in runner.jobs.values())
     say(f"reproduce ({s.name}): {len(runner.jobs)} Monte Carlo runs, {draws} draws -> {out}")
-    runner.run()
+    engine = "serial" if scheduler is None and workers is None else ("local-cluster" if scheduler in (None, "local")
+                                                                     else "scheduler")
+    with contextlib.ExitStack() as stack:
+        client = None
+        if engine != "serial" and any(j.result is None for j in runner.jobs.values()):
+            from ..cluster import dask_client
+
+            client = stack.enter_context(dask_client(None if scheduler in (None, "local") else scheduler, workers))
+        runner.run(client=client)
     t_mc = time.perf_counter() - t0
     mc = {"runs": len(runner.jobs), "computed": runner.computed, "reused": runner.reused,
-          "cache": None if cache_dir is None else str(cache_dir)}
+          "cache": None if cache_dir is None else str(cache_dir), "engine": engine}
     if cache_dir is not None:
         say(f"Monte Carlo: {runner.computed} runs computed, {runner.reused} reused from {cache_dir}")
     summary = {"settings": s.name, "out": str(out), "figures": {}, "skipped": skipped, "monte_carlo": mc}

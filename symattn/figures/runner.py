@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from ..montecarlo import blas_threads
 from .records import STRONG_SIGNAL_T
 
-__all__ = ["Settings", "QUICK", "FULL", "Job", "Runner", "synthetic_gammas", "mc_at", "theory",
+__all__ = ["Settings", "QUICK", "FULL", "PAPER", "Job", "Runner", "simulate_job", "simulate_draw", "synthetic_gammas", "mc_at", "theory",
            "finite_p_theory", "strength", "model_of", "CACHE_FORMAT", "job_description", "job_key", "cache_file",
            "store_cached", "load_cached"]
 
@@ -65,6 +65,23 @@ class Settings:
     real_snr: float = 1.0
     real_scale: str = "unit"
     real_activation: str = "tanh"
+    # real weights, general-W theory (fig_minilm_w): layers, heads (None = all heads of the layer), signals
+    gw_layers: tuple = (2,)
+    gw_heads: tuple = (None, 0)
+    gw_mus: tuple = ("zero", "top")
+    gw_gammas: tuple = (0.01, 0.1, 1.0)
+    gw_draws: int = 8
+    gw_curve_points: int = 0         # theory-line points beyond the simulated γ (0: lines through the points)
+    # the paper's Figure 1: ridge regression alone (E_LR), ‖μ‖² = ridge_snr unless swept
+    ridge_draws: int = 3
+    ridge_a: tuple = (128, 512)      # (n, p) of panel (a): E_LR over γ
+    ridge_gammas: tuple = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
+    ridge_snr: float = 1.0
+    ridge_b_n: int = 512             # n of panel (b): E_LR over c = p/n at γ = ridge_gamma_small
+    ridge_b_cs: tuple = (0.25, 0.5, 0.75, 0.9, 1.1, 1.5, 2.0)
+    ridge_gamma_small: float = 1e-5
+    ridge_c: tuple = (512, 128)      # (n, p) of panel (c): E_LR over ‖μ‖² at γ = ridge_gamma_small
+    ridge_c_snrs: tuple = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
     # Monte Carlo backend
     backend: str = "numpy"
     device: str | None = None
@@ -75,7 +92,15 @@ FULL = Settings(name="full", n=1500, draws=8, curve_points=49, mu0_gammas=(1e-3,
                 mu0_cs=(0.25, 0.5, 1.0, 2.0, 4.0), mu0_snrs=(0.5, 1.0, 2.0, 4.0),
                 aligned_thetas=(0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0), aligned_gammas=(1e-3, 0.01, 1.0, 10.0, 100.0),
                 heat_points=41, a1zero_cs=(0.25, 0.5, 1.0, 2.0, 4.0), a1zero_snrs=(0.0, 0.5, 1.0, 2.0, 4.0),
-                real_draws=8, real_ranks=(0, 1, 2, 4, 8), real_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0))
+                real_draws=8, real_ranks=(0, 1, 2, 4, 8), real_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0),
+                gw_layers=(0, 1, 2, 3, 4, 5), gw_heads=(None,) + tuple(range(12)), gw_gammas=(0.01, 0.1, 1.0, 10.0),
+                gw_draws=16, gw_curve_points=9, ridge_draws=4, ridge_a=(256, 1024), ridge_b_n=2048,
+                ridge_c=(1024, 256))
+#: The paper's sizes: Figure 1 (ridge regression, ‖μ‖² = 1) at (a) p = 2048, n = 512, γ = 1e-4..1e2;
+#: (b) n = 4096, γ = 1e-5, p swept; (c) p = 512, n = 2048, γ = 1e-5, ‖μ‖² swept; and the
+#: attention figures at n = 2048 (``symattn reproduce --paper``, best with ``--scheduler``).
+PAPER = replace(FULL, name="paper", n=2048, draws=6, ridge_draws=6, ridge_a=(512, 2048), ridge_b_n=4096,
+                ridge_c=(2048, 512), gw_layers=(0, 2, 5), gw_heads=(None, 0))
 
 
 # ============================================================================ Monte Carlo jobs
@@ -94,6 +119,9 @@ class Job:
     mu: object = None
     models: tuple = ("attention", "linear")
     result: object = None
+    #: keywords of a layer variant passed on to :func:`symattn.simulate` (``residual``, ``heads``, ``readout``,
+    #: ``kernel``, ``temperature``; docs/theory.md §13), None for the plain layer
+    variant: dict | None = None
 
 
 class Runner:
@@ -144,19 +172,33 @@ class Runner:
             self.jobs[key].models = ("attention", "linear")
         return key
 
-    def run(self, echo=None):
+    def ridge(self, n, c, gammas, snr):
+        """A linear-regression-only job (E_LR of the paper's Figure 1) at n, c and ‖μ‖² = ``snr``."""
+        from ..model import Geometry
+
+        gammas = tuple(sorted(map(float, gammas)))
+        key = ("ridge", int(n), float(c), gammas, float(snr))
+        return self.add(key, Job(f="tanh", n=int(n), c=float(c), gammas=gammas, draws=self.settings.ridge_draws,
+                                 geometry=Geometry(snr=float(snr)), models=("linear",)))
+
+    def run(self, echo=None, client=None):
         """Simulate every planned job that has no result yet (one BLAS thread at small n).
 
         First every job's memory is checked (:func:`symattn.montecarlo.check_memory`), before any
         work. With a ``cache_dir``, a job whose result is cached there (:func:`job_key`) is read
         back instead of simulated, and every job simulated is cached as soon as it is done: a run
-        interrupted by Ctrl-C or ``kill`` loses at most the job in progress. Counts go to
+        interrupted by Ctrl-C or ``kill`` loses at most the jobs in progress. Counts go to
         :attr:`computed` and :attr:`reused`.
+
+        With a dask ``client`` (:func:`symattn.cluster.dask_client`) every draw of every job is
+        one task (:func:`simulate_draw`, one BLAS thread), draw k seeded by
+        :func:`symattn.montecarlo.draw_seed`, so the numbers are those of the serial run whatever
+        the number of workers or the order in which draws finish.
         """
         from tqdm.auto import tqdm
 
         from ..model import dimension
-        from ..montecarlo import check_memory, simulate
+        from ..montecarlo import check_memory
 
         s = self.settings
         todo = [j for j in self.jobs.values() if j.result is None]
@@ -165,6 +207,7 @@ class Runner:
             check_memory(job.n, p, "n" if p <= job.n else "c", job.n if p <= job.n else job.c, backend=s.backend,
                          device=s.device, models=job.models, W=job.W is not None, mu=job.mu is not None
                          or (job.geometry is not None and job.geometry.snr > 0), gammas=len(job.gammas))
+        keys = {id(job): None for job in todo}
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             keys = {id(job): job_key(job, s) for job in todo}
@@ -176,26 +219,86 @@ class Runner:
         show = self.progress
         if show is None:
             try:
-                show = s.name == "full" or sys.stderr.isatty()
+                show = s.name != "quick" or sys.stderr.isatty()
             except (AttributeError, ValueError):
                 show = False
+
+        def finish(job, result):
+            if self.cache_dir is not None and keys[id(job)] is not None:
+                store_cached(self.cache_dir, keys[id(job)], result)
+            job.result = result
+            self.computed += 1
+
         with tqdm(total=total, desc=f"reproduce ({s.name}) Monte Carlo", unit="draw", file=sys.stderr,
                   disable=not show) as bar:
-            for job in todo:
-                kw = dict(geometry=job.geometry) if job.W is None and job.mu is None else dict(W=job.W, mu=job.mu)
-                with blas_threads(job.n, s.backend):
-                    result = simulate(job.f, n=job.n, c=job.c, gamma=job.gammas, draws=job.draws,
-                                      seed=s.seed, backend=s.backend, device=s.device, diagonal=job.diagonal,
-                                      progress=False, models=job.models, **kw)
-                if self.cache_dir is not None and keys[id(job)] is not None:
-                    store_cached(self.cache_dir, keys[id(job)], result)
-                job.result = result
-                self.computed += 1
-                bar.update(job.draws)
+            if client is None:
+                for job in todo:
+                    with blas_threads(job.n, s.backend):
+                        finish(job, simulate_job(job, s))
+                    bar.update(job.draws)
+            else:
+                _run_on_dask(client, todo, s, finish, bar)
 
     def result(self, key):
         """The :class:`~symattn.montecarlo.SimulationResult` of the job ``key`` (after :meth:`run`)."""
         return self.jobs[key].result
+
+
+def simulate_job(job: Job, s: Settings, draws=None, seed=None):
+    """:func:`symattn.simulate` of ``job`` with the run's seed, backend and device (``draws`` and
+    ``seed`` override the job's draws and ``s.seed``: one draw of :func:`simulate_draw`)."""
+    from ..montecarlo import simulate
+
+    kw = dict(geometry=job.geometry) if job.W is None and job.mu is None else dict(W=job.W, mu=job.mu)
+    kw.update(job.variant or {})  # residual / heads / softmax (docs/theory.md §13)
+    return simulate(job.f, n=job.n, c=job.c, gamma=job.gammas, draws=job.draws if draws is None else draws,
+                    seed=s.seed if seed is None else seed, backend=s.backend, device=s.device,
+                    diagonal=job.diagonal, progress=False, models=job.models, **kw)
+
+
+def simulate_draw(job: Job, s: Settings, k: int):
+    """Draw k of ``job`` alone, at one BLAS/OpenMP thread (a task of a dask worker): the k-th row
+    of ``simulate_job(job, s)``, seeded by :func:`symattn.montecarlo.draw_seed`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> job = Job(f="tanh", n=40, c=1.0, gammas=(0.1, 1.0), draws=3)
+    >>> whole = simulate_job(job, QUICK)
+    >>> bool(np.array_equal(simulate_draw(job, QUICK, 2).attention[0], whole.attention[2]))
+    True
+    """
+    from ..montecarlo import draw_seed
+    from ..threads import limit_threads
+
+    with limit_threads(1, torch=s.backend == "torch" or None):
+        return simulate_job(job, s, draws=1, seed=draw_seed(s.seed, k))
+
+
+def _run_on_dask(client, todo, s: Settings, finish, bar):
+    """Every draw of every job of ``todo`` as one dask task; a job is finished (``finish(job,
+    result)``: cached, counted) as soon as its last draw is back."""
+    from dask.distributed import as_completed
+
+    from ..montecarlo import combine_draws
+
+    parts = {id(job): [None] * job.draws for job in todo}
+    futures = {}
+    for i, job in enumerate(todo):
+        for k in range(job.draws):
+            futures[client.submit(simulate_draw, job, s, k, key=f"symattn-reproduce-{i}-{k}-{id(job)}",
+                                  pure=False)] = (job, k)
+    try:
+        for fut in as_completed(list(futures)):
+            job, k = futures[fut]
+            parts[id(job)][k] = fut.result()
+            fut.release()
+            bar.update(1)
+            if all(r is not None for r in parts[id(job)]):
+                finish(job, combine_draws(parts.pop(id(job))))
+    except BaseException:
+        client.cancel(list(futures))
+        raise
 
 
 # ============================================================================ the cache of finished jobs
@@ -235,7 +338,9 @@ def job_description(job: Job, s: Settings) -> dict | None:
     if getattr(f, "expr", None) is None:
         return None
     geo = None if job.W is not None or job.mu is not None else as_geometry(job.geometry)
-    return {"format": CACHE_FORMAT, "symattn": __version__,
+    extra = {} if not job.variant else {"variant": {k: ([array_digest(h) for h in v] if k == "heads" else v)
+                                                    for k, v in sorted(job.variant.items())}}
+    return {**extra, "format": CACHE_FORMAT, "symattn": __version__,
             "activation": {"name": str(f.name), "expr": sympy.srepr(f.expr)},
             "n": int(job.n), "c": float(job.c), "gammas": [float(g) for g in job.gammas], "draws": int(job.draws),
             "geometry": None if geo is None else {"gram": geo.gram.tolist(), "rank": int(geo.rank)},

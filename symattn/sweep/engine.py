@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import sys
 import time
 import warnings
 
 import numpy as np
 
+from ..cluster import dask_client
 from ..errors import ParameterError
 from .spec import SweepSpec, load_spec
 from .store import THEORY, Writer, check_store, create_store, done_mask, open_store
@@ -71,13 +71,13 @@ def run_task(task: dict, threads=None):
     ((0,), ['E_attention', 'E_linear'], True)
     """
     from ..model import Geometry
-    from ..montecarlo import simulate
+    from ..montecarlo import draw_seed, simulate
 
     t0 = time.perf_counter()
     pt = task["point"]
     geo = Geometry.aligned(pt["snr"]) if task.get("aligned") else Geometry(
         **{k: pt[k] for k in ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")})
-    seed = np.random.SeedSequence(task["entropy"], n_children_spawned=int(task["draw"]))
+    seed = draw_seed(task["entropy"], task["draw"])
     backend = task.get("backend", "numpy")
     with task_threads(threads, int(pt["n"]), backend):
         res = simulate(pt["activation"], n=int(pt["n"]), c=float(pt["c"]), gamma=task["gamma"], geometry=geo,
@@ -141,33 +141,6 @@ def _serial(tasks, writer, bar, threads):
         writer.write(idx, vals)
         bar.update(1)
     return 1
-
-
-@contextlib.contextmanager
-def _client(scheduler, workers):
-    """A dask Client: of an embedded LocalCluster (scheduler None) or of the running scheduler at that address."""
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError as exc:
-        raise ParameterError("scheduler", scheduler, "'serial' (dask.distributed is not installed)",
-                             hint=f"pip install 'symattn[dask]' ({exc})") from None
-    import logging
-
-    with contextlib.ExitStack() as stack:
-        if scheduler is None:
-            nw = workers or os.cpu_count() or 1
-            cluster = stack.enter_context(LocalCluster(n_workers=nw, threads_per_worker=1, processes=True,
-                                                       dashboard_address=None, silence_logs=logging.ERROR))
-            client = stack.enter_context(Client(cluster))
-        else:
-            try:
-                client = stack.enter_context(Client(scheduler, timeout=30))
-            except (OSError, TimeoutError, ValueError) as exc:
-                raise ParameterError("scheduler", scheduler, "the address of a running dask scheduler "
-                                     "(tcp://HOST:PORT)", hint=str(exc)) from None
-            if workers:
-                client.wait_for_workers(workers, timeout=120)
-        yield client
 
 
 def _dask(client, tasks, writer, bar, key_prefix):
@@ -258,7 +231,7 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     nworkers = 0
     with contextlib.ExitStack() as stack:
         # a cluster first (a wrong address fails before any work), only when there is work to do
-        client = stack.enter_context(_client(scheduler, workers)) if missing and engine != "serial" else None
+        client = stack.enter_context(dask_client(scheduler, workers)) if missing and engine != "serial" else None
         if not exists:
             create_store(store, spec, theory_arrays(spec), provenance=prov)
         writer = Writer(store)

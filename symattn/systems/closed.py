@@ -105,21 +105,24 @@ def reduce_integrand(expr, beta_sym, Delta_sym, moment: int = 0, linear: bool = 
     t = sp.Symbol("t_inv_Delta")
     Dx = DELTA_POLY.subs(b1, 0) if linear else DELTA_POLY
     e = (sp.sympify(expr) * lam**moment).subs(beta_sym, (0 if linear else b1) * lam + b0).subs(Delta_sym, 1 / t)
-    p = sp.Poly(sp.expand(e), t)
-    K = max(p.degree(), 0)
+    p = sp.Poly(e, t, lam)   # polynomial arithmetic over the field of the other symbols: no expand
+    K = max([m[0] for m in p.monoms()] + [0])
     if K > 2 or any(m[0] < 0 for m in p.monoms()):
         raise ValueError("integrand must be a polynomial in 1/Delta of degree at most 2")
-    N = sp.Poly(sp.expand(sum(cf * Dx ** (K - m[0]) for m, cf in zip(p.monoms(), p.coeffs()))), lam)
-    Dp = sp.Poly(Dx, lam)
-    rem = []
-    q = N
+    dom = p.domain.unify(sp.Poly(Dx, lam).domain)
+    Dp = sp.Poly(Dx, lam, domain=dom)
+    powers = [sp.Poly(1, lam, domain=dom), Dp, Dp * Dp]
+    N = sp.Poly(0, lam, domain=dom)
+    for m, cf in p.terms():   # N = Δ^K · expr, a polynomial in λ
+        N += sp.Poly.from_dict({(m[1],): cf}, lam, domain=dom) * powers[K - m[0]]
+    rem, q = [], N
     for _ in range(K):
         q, r = sp.div(q, Dp)
         rem.append(r)
-    zero = sp.Poly(0, lam)
-    rem = rem + [zero] * (2 - K)
+    zero = sp.Poly(0, lam, domain=dom)
+    rem += [zero] * (2 - K)
     # N/Δ^K: the first remainder goes with 1/Δ^K, the second with 1/Δ^{K−1}
-    r_of = {K: rem[0], K - 1: rem[1]} if K == 2 else {1: rem[0]} if K == 1 else {}
+    r_of = {2: rem[0], 1: rem[1]} if K == 2 else {1: rem[0]} if K == 1 else {}
     return q, r_of.get(1, zero), r_of.get(2, zero)
 
 

@@ -1,0 +1,154 @@
+r"""Sensitivities ∂E_A/∂θ of the attention error by implicit differentiation (docs/theory.md §6.9).
+
+E_A = E(U, θ) is the explicit formula of :func:`symattn.systems.explicit.explicit_error` in the
+traces and their γ-derivatives, which are functions of the bulk unknowns U = (e1, e2, e3) at
+the solution of R(U; θ) = U − I(U; θ) = 0 (docs/theory.md §5.2). Then
+
+  dE/dθ = ∂E/∂θ + (∂E/∂U) dU/dθ,   dU/dθ = −(∂R/∂U)^{-1} ∂R/∂θ.
+
+For θ a Gram entry of the geometry (‖μ‖², μᵀw_K, ...) the bulk system does not depend on θ
+(∂R/∂θ = 0), so dE/dθ is the explicit partial derivative ∂E/∂θ, taken through the steps of the
+explicit formula (:meth:`symattn.systems.explicit.ExplicitError.diff`) and evaluated at the
+traces of the solution. The evaluation is written once against an arithmetic context
+(:mod:`symattn.backends.context`): float64, or mpmath at any ``dps``.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+from sympy.printing.pycode import PythonCodePrinter
+
+from .activations.activation import activation as _activation
+from .backends import solver
+from .backends.compile import rationalise
+from .backends.context import context
+from .errors import ParameterError
+from .model import as_geometry, check_c, check_gamma, kernel_constants
+from .systems.explicit import explicit_error
+from .systems.symbols import c, rc
+
+#: rank-one names of the Gram entries θ = 𝔊_ij (those of :class:`symattn.Geometry`)
+GRAM_NAMES = {"snr": (0, 0), "mu_wk": (0, 1), "mu_wq": (0, 2), "wk2": (1, 1), "wq2": (2, 2), "wk_wq": (1, 2)}
+
+
+def _entry(wrt, rank):
+    if isinstance(wrt, str) and wrt in GRAM_NAMES and rank == 1:
+        return GRAM_NAMES[wrt]
+    if wrt == "snr":
+        return (0, 0)
+    if (isinstance(wrt, tuple) and len(wrt) == 3 and wrt[0] == "gram"
+            and all(isinstance(v, int) and 0 <= v <= 2 * rank for v in wrt[1:])):
+        return tuple(sorted(wrt[1:]))
+    raise ParameterError("wrt", wrt, "'snr', 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one) or "
+                         f"('gram', i, j) with 0 <= i, j <= {2 * rank}; 'c' and 'gamma' are not implemented")
+
+
+class _Printer(PythonCodePrinter):
+    """Python arithmetic for a straight-line program: a rational p/q is printed as ONE*p/q, so that
+    it is exact in the arithmetic of ONE (a float, or an mpmath number)."""
+
+    def _print_Rational(self, expr):
+        return f"(ONE*{expr.p}/{expr.q})"
+
+
+@lru_cache(maxsize=None)
+def _compiled(rank: int, entry: tuple):
+    """E_A and dE_A/d𝔊_ij as one Python function of the base symbols (c as √c): the steps of the
+    explicit formula that they need, printed as one straight-line program (pure arithmetic, so it
+    runs on float64 arrays and on object arrays of mpmath numbers alike)."""
+    ex = explicit_error(rank)
+    dE = ex.diff(ex.E_A, ex.gram[entry])
+    steps = dict(ex.steps)
+    need, todo = set(), [ex.E_A, dE]
+    while todo:  # the steps the two targets depend on
+        s = todo.pop()
+        if s in steps and s not in need:
+            need.add(s)
+            todo.extend(steps[s].free_symbols)
+    base = tuple(rc if b is c else b for b in ex.base)
+    names = {b: f"x{i}" for i, b in enumerate(base)}
+    printer = _Printer()
+    lines = []
+    for k, (s, expr) in enumerate(ex.steps):
+        if s in need:
+            names[s] = f"s{k}"
+            lines.append(f"    s{k} = " + printer.doprint(rationalise(expr).xreplace(
+                {v: sp.Symbol(n) for v, n in names.items() if v in expr.free_symbols or v is rc})))
+    src = f"def _fn(ONE, {', '.join(names[b] for b in base)}):\n" + "\n".join(lines) + \
+        f"\n    return {names[ex.E_A]}, {names[dE]}\n"
+    namespace = {}
+    exec(compile(src, f"<explicit E_A rank {rank}>", "exec"), namespace)  # generated from SymPy, no user input
+    return namespace["_fn"], ex
+
+
+def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: str = "numpy",
+                dps: int | None = None, diagonal: str = "f"):
+    r"""dE_A/dθ for θ a Gram entry of the geometry, by implicit differentiation (docs/theory.md §6.9).
+
+    dE/dθ = ∂E/∂θ + (∂E/∂U)·dU/dθ with dU/dθ = −(∂R/∂U)^{-1}∂R/∂θ for the bulk unknowns U; for
+    θ = 𝔊_ij the bulk residual R does not depend on θ, so dE/dθ = ∂E/∂θ of the explicit formula
+    E_A = −γ² Σ_j (∂F/∂T_j) Ṫ_j at the traces T and Ṫ of the bulk solution.
+
+    Parameters
+    ----------
+    f : activation spec (as for :func:`symattn.solve`)
+    c, gamma : float or array_like
+        p/n > 0 and the ridge γ > 0, broadcast together.
+    geometry : Geometry, dict or None
+        The Gram matrix 𝔊 of (μ, w_K, w_Q); None means μ = w = 0.
+    wrt : str or tuple
+        'snr' (‖μ‖²), 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one), or ('gram', i, j):
+        the symmetric entry 𝔊_ij = 𝔊_ji (both change together).
+    backend : {'numpy', 'mpmath'}
+        float64, or mpmath at ``dps`` digits (default 30).
+    dps : int, optional
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    numpy.ndarray
+        dE_A/dθ, shape broadcast(c, gamma) (mpmath numbers with the mpmath backend).
+
+    Examples
+    --------
+    >>> from symattn import Geometry
+    >>> g = Geometry.aligned(snr=1.0)
+    >>> float(sensitivity("tanh", 0.5, 1.0, g, wrt="snr")) < 0      # more signal, less error
+    True
+    """
+    c_arr, g_arr = check_c(c), check_gamma(gamma)
+    geom = as_geometry(geometry)
+    entry = _entry(wrt, geom.rank)
+    ctx = context(backend, dps)
+    shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
+    cb, gb = (np.broadcast_to(v, shape).reshape(-1) for v in (c_arr, g_arr))
+    with ctx:
+        k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps if ctx.name == "mpmath" else None)
+        cv, gv = ctx.convert(cb), ctx.convert(gb)
+        sol = solver.solve_bulk(ctx, cv, gv, k.a1, k.s2, k.d)
+        T, _, T_dot = solver.regular_traces(ctx, sol)
+        fn, ex = _compiled(geom.rank, entry)
+        gram = ctx.convert(geom.gram)
+        values = {s: gram[i, j] for (i, j), s in np.ndenumerate(ex.gram) if i <= j}
+        gram_args = [values[s] for s in sorted(ex.gram.free_symbols, key=str)]
+        a1v = ctx.convert(k.a1) * (0 * cv + 1)
+        _, dE = fn(ctx.convert(1), *T.T, *T_dot.T, *gram_args, a1v, ctx.sqrt(cv), gv)
+    # the symbol 𝔊_ij (i < j) stands for both entries 𝔊_ij = 𝔊_ji: one derivative moves both
+    return np.asarray(dE, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`sensitivity`: ``symattn.sensitivity`` names both the module and
+    the function (``import symattn.sensitivity`` binds the module to that name)."""
+
+    def __call__(self, *args, **kwargs):
+        return sensitivity(*args, **kwargs)
+
+
+__doc__ = (__doc__ or "") + "\n" + sensitivity.__doc__.split("\n", 1)[1]
+sys.modules[__name__].__class__ = _CallableModule
