@@ -28,6 +28,7 @@ FIGURES = Path(__file__).resolve().parents[1] / "figures"
 THEORY_MODEL = "theory model"
 REAL_WEIGHTS = "real weights"
 TOL_SE, TOL_REL = 3.0, 0.03  # the gallery's agreement rule: |MC - theory| <= max(3 se, 3 % theory)
+TOL_RULE = f"max({TOL_SE:g} se, {100 * TOL_REL:g} % of theory)"
 
 _FLOAT = {"x", "theory", "mc_mean", "mc_sem", "c", "gamma", "snr", "theta", "t", "theory_finite_p",
           "alpha", "spike_max", "unexplained"}
@@ -375,8 +376,9 @@ def substitutions() -> dict[str, str]:
 
 
 def paper_wall() -> str:
-    """The wall time of the recorded ``symattn reproduce --paper`` run (``docs/paper_run.json``,
-    its ``--json`` summary), with its engine and the number of Monte Carlo runs and draws."""
+    """The wall time of the recorded ``symattn reproduce --paper`` run (``docs/paper_run.json``, made
+    from its ``--json`` summary), with its engine, the number of Monte Carlo runs and draws, and
+    its agreement of theory and Monte Carlo."""
     import json
 
     path = FIGURES.parent / "paper_run.json"
@@ -384,8 +386,12 @@ def paper_wall() -> str:
         return "not recorded"
     run = json.loads(path.read_text(encoding="utf-8"))
     mc = run["monte_carlo"]
+    agr = run["agreement"]
+    ok = sum(a["agree"] for a in agr.values())
+    total = sum(a["checked"] for a in agr.values())
     return (f"{run['seconds'] / 60:.0f} min ({mc['engine']}, {run['workers']} workers; {mc['runs']} Monte Carlo runs, "
-            f"{run['draws']} draws, load average {run['load_average']:.1f} at the start)")
+            f"{run['draws']} draws; {run['conditions']}); theory against Monte Carlo {ok}/{total} points within "
+            f"{TOL_RULE}")
 
 
 if __name__ == "__main__":  # python docs/_ext/docnumbers.py: print them

@@ -63,9 +63,9 @@ def add_parser(subparsers):
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small sizes (n = 400, 5 draws): under 3 minutes")
     size.add_argument("--paper", action="store_true",
-                      help="the paper's sizes: Figure 1 (ridge regression) at p = 2048, n = 512 / n = 4096 / "
-                           "p = 512, n = 2048, and the attention figures at n = 2048 (hours serially: use "
-                           "--scheduler or --workers)")
+                      help="the paper's figures at the paper's sizes: Figure 1 (ridge regression) at p = 2048, "
+                           "n = 512 / n = 4096 / p = 512, n = 2048, and the attention figures (mu0, aligned, "
+                           "a1zero) at n = 2048; --only adds the others at these sizes (use --scheduler or --workers)")
     p.add_argument("--out", default="symattn-figures", metavar="DIR", help="output folder (default symattn-figures)")
     p.add_argument("--only", nargs="+", choices=list(FIGURES), metavar="FIG",
                    help="make only these figures: " + ", ".join(FIGURES))
@@ -92,7 +92,7 @@ def run(args) -> int:
     from dataclasses import replace
 
     from ..errors import ParameterError
-    from ..figures import FULL, PAPER, QUICK
+    from ..figures import FULL, PAPER, PAPER_FIGURES, QUICK
     from ..figures import run as run_figures
     from ..model import check_int
 
@@ -103,7 +103,7 @@ def run(args) -> int:
         raise ParameterError("no-cache", True, "not with --store (the store is the cache)")
     s = QUICK if args.quick else (PAPER if args.paper else FULL)
     s = replace(s, seed=check_int("seed", args.seed, 0), backend=args.backend, device=args.device)
-    figures = list(dict.fromkeys(args.only)) if args.only else None
+    figures = list(dict.fromkeys(args.only)) if args.only else (list(PAPER_FIGURES) if args.paper else None)
     named = [nm for nm in (figures or ()) if nm in ("minilm", "minilm_w")]
     if named:
         _check_real_weights(named[0])

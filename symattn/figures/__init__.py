@@ -53,13 +53,14 @@ and :mod:`symattn.cli.demo`; nothing here parses arguments.
 
 from .records import CSV_COLUMNS, REAL_WEIGHTS, STRONG_SIGNAL_T, THEORY_MODEL, FigureResult, Records, agreement
 from .reproduce import FIGURES, run
-from .runner import FULL, PAPER, QUICK, Job, Runner, Settings
+from .runner import FULL, PAPER, PAPER_FIGURES, QUICK, Job, Runner, Settings
 
 __all__ = [
     "Settings",
     "QUICK",
     "FULL",
     "PAPER",
+    "PAPER_FIGURES",
     "FIGURES",
     "STRONG_SIGNAL_T",
     "CSV_COLUMNS",

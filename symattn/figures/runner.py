@@ -21,7 +21,7 @@ import numpy as np
 from ..montecarlo import blas_threads
 from .records import STRONG_SIGNAL_T
 
-__all__ = ["Settings", "QUICK", "FULL", "PAPER", "Job", "Runner", "simulate_job", "simulate_draw", "synthetic_gammas", "mc_at", "theory",
+__all__ = ["Settings", "QUICK", "FULL", "PAPER", "PAPER_FIGURES", "Job", "Runner", "simulate_job", "simulate_draw", "synthetic_gammas", "mc_at", "theory",
            "finite_p_theory", "strength", "model_of", "CACHE_FORMAT", "job_description", "job_key", "cache_file",
            "store_cached", "load_cached"]
 
@@ -99,6 +99,8 @@ FULL = Settings(name="full", n=1500, draws=8, curve_points=49, mu0_gammas=(1e-3,
 #: The paper's sizes: Figure 1 (ridge regression, ‖μ‖² = 1) at (a) p = 2048, n = 512, γ = 1e-4..1e2;
 #: (b) n = 4096, γ = 1e-5, p swept; (c) p = 512, n = 2048, γ = 1e-5, ‖μ‖² swept; and the
 #: attention figures at n = 2048 (``symattn reproduce --paper``, best with ``--scheduler``).
+#: The figures of ``symattn reproduce --paper`` (the paper's own; the others with ``--only``).
+PAPER_FIGURES = ("ridge", "mu0", "aligned", "a1zero")
 PAPER = replace(FULL, name="paper", n=2048, draws=6, ridge_draws=6, ridge_a=(512, 2048), ridge_b_n=4096,
                 ridge_c=(2048, 512), gw_layers=(0, 2, 5), gw_heads=(None, 0))
 
