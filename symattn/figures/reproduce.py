@@ -151,7 +151,7 @@ def _run(s: Settings, names, out: Path, progress, say, cache_dir, scheduler=None
                                                                      else "scheduler")
     with contextlib.ExitStack() as stack:
         client = None
-        if engine != "serial" and any(j.result is None for j in runner.jobs.values()):
+        if engine != "serial" and runner.load_cache():  # a cluster only when some run is not in the store
             from ..cluster import dask_client
 
             client = stack.enter_context(dask_client(None if scheduler in (None, "local") else scheduler, workers))

@@ -183,6 +183,17 @@ class Runner:
         return self.add(key, Job(f="tanh", n=int(n), c=float(c), gammas=gammas, draws=self.settings.ridge_draws,
                                  geometry=Geometry(snr=float(snr)), models=("linear",)))
 
+    def load_cache(self) -> int:
+        """Read back from ``cache_dir`` every planned job without a result that is cached there
+        (counted in :attr:`reused`); returns how many jobs still have no result."""
+        todo = [j for j in self.jobs.values() if j.result is None]
+        if self.cache_dir is not None and todo:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            for job in todo:
+                job.result = load_cached(self.cache_dir, job_key(job, self.settings))
+            self.reused += sum(job.result is not None for job in todo)
+        return sum(j.result is None for j in self.jobs.values())
+
     def run(self, echo=None, client=None):
         """Simulate every planned job that has no result yet (one BLAS thread at small n).
 
@@ -209,14 +220,9 @@ class Runner:
             check_memory(job.n, p, "n" if p <= job.n else "c", job.n if p <= job.n else job.c, backend=s.backend,
                          device=s.device, models=job.models, W=job.W is not None, mu=job.mu is not None
                          or (job.geometry is not None and job.geometry.snr > 0), gammas=len(job.gammas))
-        keys = {id(job): None for job in todo}
-        if self.cache_dir is not None:
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            keys = {id(job): job_key(job, s) for job in todo}
-            for job in todo:
-                job.result = load_cached(self.cache_dir, keys[id(job)])
-            self.reused += sum(job.result is not None for job in todo)
-            todo = [j for j in todo if j.result is None]
+        self.load_cache()
+        todo = [j for j in todo if j.result is None]
+        keys = {id(job): None if self.cache_dir is None else job_key(job, s) for job in todo}
         total = sum(j.draws for j in todo)
         show = self.progress
         if show is None:
