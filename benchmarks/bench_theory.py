@@ -15,6 +15,7 @@ Run:  python benchmarks/bench_theory.py [--points 1000] [--sweep-points 10000] [
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -64,6 +65,7 @@ def main(argv=None):
     ap.add_argument("--mp-points", type=int, default=6, help="points of the mpmath comparison")
     ap.add_argument("--sweep-points", type=int, default=10000, help="γ values of the sweep comparison")
     args = ap.parse_args(argv)
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     f = sa.activation("tanh")
     g = sa.Geometry.aligned(1.0)
     side = int(round(np.sqrt(args.points)))
@@ -100,9 +102,11 @@ def main(argv=None):
         sa.solve(f, c=0.5, gamma=gm[:1], geometry=g, backend="mpmath", dps=30)  # compile once
         t_mq, _ = timed(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30,
                                          method="quadrature"), repeat=1)
-        t_mc, _ = timed(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30), repeat=1)
+        t_mc, _ = timed(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30), repeat=3)
+    import mpmath.libmp
+
     print(f"E_A   mpmath 30 digits: closed {gm.size / t_mc:6.1f} points/s, quadrature {gm.size / t_mq:6.2f} points/s,"
-          f" ratio {t_mq / t_mc:5.1f}x ({gm.size} points, c = 0.5)")
+          f" ratio {t_mq / t_mc:5.1f}x ({gm.size} points, c = 0.5; mpmath integer backend: {mpmath.libmp.BACKEND})")
 
     few = [(0.5, 0.01), (1.0, 0.1), (2.0, 1.0)]
     t0 = time.perf_counter()
@@ -118,6 +122,7 @@ def main(argv=None):
         sa.simulate(f, n=2000, c=1.0, gamma=[0.1], geometry=g, draws=1, seed=0, progress=False)
         t_mc = time.perf_counter() - t0
         print(f"Monte Carlo draw n=2000: {t_mc:.2f} s = cost of {t_mc * npts / t_a:.0f} theory points")
+    print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ uses, rather than restating it:
 5. Softmax, first order: ‖K − 11ᵀ/n − εK̂P‖/‖εK̂P‖ shrinks with n (measured on draws).
 6. Softmax constants: a1 = 1/τ, ν = e^{1/τ²} − 1 by SymPy integration against the Gaussian
    density (against the moment-generating-function form of the package).
+7. Concatenated distinct heads (§13.2): the block pencil in x; u_h = K_hx, w_h = YᵀYu_h; t = Yx, v_h = Yu_h,
+   h_h = Yw_h, g_h = W_hᵀh_h, l_h = W_ht has (x, x) block (γ + Σ_h K_hᵀYᵀYK_h)^{-1} (concrete matrices), and
+   eliminating g, l, v and h_h = ρ̃_h − φ̃_h s + Ψ̃_h t leaves the 2p×2p system of (t, s), s = Σ_h (a_h/c)W_hᵀh_h,
+   whose solution equals that of the dense (4H+1)p p-block (random scalar self-energies of the Dyson form).
 """
 
 from __future__ import annotations
@@ -128,8 +132,73 @@ def step_softmax_constants():
     return ok, f"a1 = {a1}, nu = {nu} by Gaussian integration"
 
 
+def step_concat_pencil():
+    rng = np.random.default_rng(11)
+    p, n, H, c, gamma = 5, 7, 3, 5 / 7, 0.3
+    Y = rng.standard_normal((p, n)) / np.sqrt(n)
+    Ws = [rng.standard_normal((p, p)) for _ in range(H)]
+    a, sig = rng.uniform(0.5, 1.5, H), rng.uniform(0.2, 1.0, H)
+    Ds = [np.diag(rng.standard_normal(n)) for _ in range(H)]
+    Ns = [rng.standard_normal((n, n)) / np.sqrt(n) for _ in range(H)]
+    names = ["x"] + [f"u{h}" for h in range(H)] + [f"w{h}" for h in range(H)] + ["t"] + [
+        f"{k}{h}" for k in "vhgl" for h in range(H)]
+    size = {b: (n if b[0] in "xuw" else p) for b in names}
+    off = dict(zip(names, np.cumsum([0] + [size[b] for b in names])[:-1]))
+    L = np.eye(sum(size.values()))
+
+    def put(r, col, A):
+        L[off[r]:off[r] + size[r], off[col]:off[col] + size[col]] += A
+
+    put("x", "x", (gamma - 1) * np.eye(n))
+    put("t", "x", -Y)
+    for h in range(H):   # the rows of docs/theory.md §13.2
+        put("x", f"g{h}", a[h] / c * Y.T)
+        put("x", f"w{h}", Ds[h] + sig[h] * Ns[h].T)
+        put(f"u{h}", f"l{h}", -a[h] / c * Y.T)
+        put(f"u{h}", "x", -(Ds[h] + sig[h] * Ns[h]))
+        put(f"w{h}", f"v{h}", -Y.T)
+        put(f"v{h}", f"u{h}", -Y)
+        put(f"h{h}", f"w{h}", -Y)
+        put(f"g{h}", f"h{h}", -Ws[h].T)
+        put(f"l{h}", "t", -Ws[h])
+    Ks = [a[h] / c * Y.T @ Ws[h] @ Y + Ds[h] + sig[h] * Ns[h] for h in range(H)]
+    Q = np.linalg.inv(gamma * np.eye(n) + sum(K.T @ Y.T @ Y @ K for K in Ks))
+    ok = bool(np.allclose(np.linalg.inv(L)[:n, :n], Q, rtol=1e-10, atol=1e-12))
+    # the p-part: rows t, v_j, h_j: z_r + φ_r s − Ψ_r t − Σ_k χ_rk v_k = ρ_r, Ψ_r = Σ_k (a_k/c) ψ_rk W_k,
+    # s = Σ_k (a_k/c) W_kᵀh_k; rows g_k, l_k: g_k = W_kᵀh_k, l_k = W_k t. Dense solve against the (t, s) system.
+    phi, psi, chi = rng.standard_normal(2 * H + 1), rng.standard_normal((2 * H + 1, H)), 0.3 * rng.standard_normal(
+        (2 * H + 1, H))
+    ac = a / c
+    Np = 4 * H + 1
+    Lp = np.eye(Np * p)
+    blk = lambda i, j: (slice(i * p, (i + 1) * p), slice(j * p, (j + 1) * p))  # noqa: E731
+    for r in range(2 * H + 1):   # p-row r (t, v_1.., h_1..) ↔ n-partner r (x, u_1.., w_1..)
+        for k in range(H):
+            Lp[blk(r, 1 + 2 * H + k)] += phi[r] * ac[k] * np.eye(p)       # −S[r, g_k] = φ_r a_k/c
+            Lp[blk(r, 1 + 3 * H + k)] -= ac[k] * psi[r, k] * np.eye(p)    # −S[r, l_k]
+            Lp[blk(r, 1 + k)] -= chi[r, k] * np.eye(p)                    # −S[r, v_k]
+    for k in range(H):
+        Lp[blk(1 + 2 * H + k, 1 + H + k)] = -Ws[k].T
+        Lp[blk(1 + 3 * H + k, 0)] = -Ws[k]
+    rho = rng.standard_normal((2 * H + 1, p))
+    z = np.linalg.solve(Lp, np.concatenate([rho.ravel(), np.zeros(2 * H * p)])).reshape(Np, p)
+    iu, rows = slice(1, 1 + H), np.r_[0, np.arange(1 + H, 1 + 2 * H)]
+    E = np.linalg.inv(np.eye(H) - chi[iu])
+    chiE = chi[rows] @ E
+    phit, psit = phi[rows] + chiE @ phi[iu], psi[rows] + chiE @ psi[iu]
+    rhot = rho[rows] + chiE @ rho[iu]
+    Psi = [sum(ac[k] * psit[r, k] * Ws[k] for k in range(H)) for r in range(H + 1)]
+    P = sum(ac[j] * Ws[j].T @ Psi[1 + j] for j in range(H))
+    Qm = sum(ac[j] * phit[1 + j] * Ws[j].T for j in range(H))
+    Bts = np.block([[np.eye(p) - Psi[0], phit[0] * np.eye(p)], [-P, np.eye(p) + Qm]])
+    ts = np.linalg.solve(Bts, np.concatenate([rhot[0], sum(ac[j] * Ws[j].T @ rhot[1 + j] for j in range(H))]))
+    ok &= bool(np.allclose(ts[:p], z[0], rtol=1e-10, atol=1e-12))
+    ok &= bool(np.allclose(ts[p:], sum(ac[k] * Ws[k].T @ z[1 + H + k] for k in range(H)), rtol=1e-10, atol=1e-12))
+    return ok, "concat block pencil: (x, x) block = (γ + M)^{-1}; its p-part reduces to the 2p×2p (t, s) system"
+
+
 STEPS = (step_residual, step_polynomial, step_heads, step_softmax_exact, step_softmax_first_order,
-         step_softmax_constants)
+         step_softmax_constants, step_concat_pencil)
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,21 @@ the solution of R(U; θ) = U − I(U; θ) = 0 (docs/theory.md §5.2). Then
 For θ a Gram entry of the geometry (‖μ‖², μᵀw_K, ...) the bulk system does not depend on θ
 (∂R/∂θ = 0), so dE/dθ is the explicit partial derivative ∂E/∂θ, taken through the steps of the
 explicit formula (:meth:`symattn.systems.explicit.ExplicitError.diff`) and evaluated at the
-traces of the solution. The evaluation is written once against an arithmetic context
+traces of the solution.
+
+For θ = γ the traces move with U: E = E(T, Ṫ, γ) and
+
+  dE/dγ = ∂E/∂γ + Σ_k ∂E/∂T_k Ṫ_k + Σ_k ∂E/∂Ṫ_k T̈_k,
+
+one directional derivative of the explicit formula (:func:`_directional`). With L = ∂/∂γ + Σ_j ė_j ∂/∂e_j
+(ė = dU/dγ = (I − ∫∂g/∂e)^{-1}∫∂g/∂γ held fixed), differentiating (I − ∫∂g/∂e) ė = ∫∂g/∂γ once more
+along the solution gives the second-order implicit derivative
+
+  (I − ∫∂g/∂e) ë = ∫ L²g dμ_S,   T̈_k = ∫ λ^j (L²K + Σ_l ∂K/∂e_l ë_l) dμ_S
+
+(K = q, k, r of docs/theory.md §5.3), all integrands derived in SymPy (:func:`_gamma_kernel`) and
+integrated on the quadrature solver's nodes. θ = c is not implemented: it moves the Marchenko–Pastur
+law itself. The evaluation is written once against an arithmetic context
 (:mod:`symattn.backends.context`): float64, or mpmath at any ``dps``.
 """
 
@@ -44,8 +58,10 @@ def _entry(wrt, rank):
     if (isinstance(wrt, tuple) and len(wrt) == 3 and wrt[0] == "gram"
             and all(isinstance(v, int) and 0 <= v <= 2 * rank for v in wrt[1:])):
         return tuple(sorted(wrt[1:]))
-    raise ParameterError("wrt", wrt, "'snr', 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one) or "
-                         f"('gram', i, j) with 0 <= i, j <= {2 * rank}; 'c' and 'gamma' are not implemented")
+    if wrt == "gamma":
+        return "gamma"
+    raise ParameterError("wrt", wrt, "'gamma', 'snr', 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one) or "
+                         f"('gram', i, j) with 0 <= i, j <= {2 * rank}; 'c' is not implemented")
 
 
 class _Printer(PythonCodePrinter):
@@ -86,13 +102,118 @@ def _compiled(rank: int, entry: tuple):
     return namespace["_fn"], ex
 
 
+def _program(rank: int, targets, extra=()):
+    """The straight-line program of ``targets`` (step symbols of the explicit formula) as one Python
+    function fn(ONE, *base, *extra) -> tuple of the targets (see :func:`_compiled`)."""
+    ex = explicit_error(rank)
+    steps = dict(ex.steps)
+    need, todo = set(), list(targets)
+    while todo:
+        s = todo.pop()
+        if s in steps and s not in need:
+            need.add(s)
+            todo.extend(steps[s].free_symbols)
+    base = tuple(rc if b is c else b for b in ex.base) + tuple(extra)
+    names = {b: f"x{i}" for i, b in enumerate(base)}
+    printer = _Printer()
+    lines = []
+    for k, (s, expr) in enumerate(ex.steps):
+        if s in need:
+            names[s] = f"s{k}"
+            lines.append(f"    s{k} = " + printer.doprint(rationalise(expr).xreplace(
+                {v: sp.Symbol(n) for v, n in names.items() if v in expr.free_symbols or v is rc})))
+    out = ", ".join(names[t] if t in names else "0*ONE" for t in targets)
+    src = f"def _fn(ONE, {', '.join(names[b] for b in base)}):\n" + "\n".join(lines) + f"\n    return ({out},)\n"
+    namespace = {}
+    exec(compile(src, f"<explicit E_A rank {rank}>", "exec"), namespace)  # generated from SymPy, no user input
+    return namespace["_fn"], ex
+
+
+#: the symbols of T̈ (the second γ-derivatives of the nine traces), extra arguments of :func:`_directional`
+TRACE_DDOTS = tuple(sp.Symbol(f"Tddot_{k}", real=True) for k in range(9))
+
+
+@lru_cache(maxsize=None)
+def _directional(rank: int):
+    r"""E_A and dE_A/dγ = ∂E/∂γ + Σ ∂E/∂T_k Ṫ_k + Σ ∂E/∂Ṫ_k T̈_k as one function of the base symbols and
+    T̈ (:data:`TRACE_DDOTS`): a forward chain-rule pass through the steps of the explicit formula in the
+    direction (T → Ṫ, Ṫ → T̈, γ → 1)."""
+    ex = explicit_error(rank)
+    key = ("_gamma_direction",)
+    cache = ex.__dict__.setdefault("_diff_cache", {})
+    if key not in cache:
+        base = ex.base
+        direction = {b: base[9 + k] for k, b in enumerate(base[:9])}
+        direction.update({base[9 + k]: TRACE_DDOTS[k] for k in range(9)})
+        direction[ex.gamma if hasattr(ex, "gamma") else base[-1]] = sp.Integer(1)
+        tangent, new = {}, []
+        for s, expr in list(ex.steps):
+            free = expr.free_symbols
+            d = sum((sp.diff(expr, b) * v for b, v in direction.items() if b in free), sp.Integer(0))
+            d += sum((sp.diff(expr, t) * tangent[t] for t in free if t in tangent), sp.Integer(0))
+            if d != 0:
+                ds = sp.Symbol(f"d{s.name}_dgamma_total", real=True)
+                tangent[s] = ds
+                new.append((ds, d))
+            if s == ex.E_A:
+                break
+        ex.steps.extend(new)
+        cache[key] = tangent.get(ex.E_A, sp.Integer(0))
+    return _program(rank, (ex.E_A, cache[key]), TRACE_DDOTS)
+
+
+@lru_cache(maxsize=None)
+def _gamma_kernel(modules: str):
+    r"""The integrands of the second γ-derivatives, in the (e1, e2, e3) form with ė as arguments
+    (:data:`symattn.backends.kernels.E_DOTS`): L²g_i (3), L²K (3: q, k, r) and ∂K/∂e_l (9, row-major),
+    L = ∂/∂γ + Σ_l ė_l ∂/∂e_l (docs/theory.md §6.9)."""
+    from .backends.compile import CompiledExprs
+    from .backends.kernels import E_DOTS, INTEGRAND_ARGS, KERNEL_ORDER, UNKNOWNS
+    from .systems import bulk_system
+    from .systems.bulk import INTERMEDIATES, RESOLVENT_KERNELS, total_derivative
+    from .systems.symbols import gamma as g_sym
+
+    def L(x):
+        return total_derivative(x, g_sym) + sum((total_derivative(x, u) * v for u, v in zip(UNKNOWNS, E_DOTS)),
+                                                sp.Integer(0))
+
+    K = [RESOLVENT_KERNELS[kind] for kind in KERNEL_ORDER]
+    exprs = [L(L(gi)) for gi in bulk_system().integrands] + [L(L(k)) for k in K]
+    exprs += [total_derivative(k, u) for k in K for u in UNKNOWNS]
+    return CompiledExprs(exprs, INTEGRAND_ARGS + E_DOTS, modules, intermediates=INTERMEDIATES)
+
+
+def _gamma_derivative(ctx, sol, T, T_dot, geom_args, rank, a1v, cv, gv):
+    """dE_A/dγ at the bulk solution ``sol`` (docs/theory.md §6.9): ë, T̈, then the directional derivative."""
+    from .backends.kernels import TRACE_MOMENTS
+
+    eye = ctx.convert(np.eye(3))[None]
+    JI = sol.integrate(ctx, "bulk-newton")[:, 3:12].reshape(-1, 3, 3)
+    e_dot = ctx.solve(eye - JI, sol.integrate(ctx, "bulk-sensitivity"))
+    fn = _gamma_kernel(ctx.lambdify_modules)
+    H = sol.integrate_with(ctx, fn, extra=e_dot)[:, :3]
+    e_ddot = ctx.solve(eye - JI, H)
+    A = sol.integrate_with(ctx, fn, extra=e_dot, moments=[(3 + i, j) for i, j in TRACE_MOMENTS])
+    B = sol.integrate_with(ctx, fn, extra=e_dot, moments=[(6 + 3 * i + l, j) for i, j in TRACE_MOMENTS
+                                                          for l in range(3)]).reshape(-1, 9, 3)
+    T_ddot = A + np.einsum("pkl,pl->pk", B, e_ddot) if ctx.name == "numpy" else \
+        A + (B * e_ddot[:, None, :]).sum(axis=-1)
+    prog, _ = _directional(rank)
+    _, dE = prog(ctx.convert(1), *T.T, *T_dot.T, *geom_args, a1v, ctx.sqrt(cv), gv, *T_ddot.T)
+    return dE
+
+
 def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: str = "numpy",
                 dps: int | None = None, diagonal: str = "f"):
-    r"""dE_A/dθ for θ a Gram entry of the geometry, by implicit differentiation (docs/theory.md §6.9).
+    r"""dE_A/dθ for θ a Gram entry of the geometry or the ridge γ, by implicit differentiation
+    (docs/theory.md §6.9).
 
     dE/dθ = ∂E/∂θ + (∂E/∂U)·dU/dθ with dU/dθ = −(∂R/∂U)^{-1}∂R/∂θ for the bulk unknowns U; for
     θ = 𝔊_ij the bulk residual R does not depend on θ, so dE/dθ = ∂E/∂θ of the explicit formula
-    E_A = −γ² Σ_j (∂F/∂T_j) Ṫ_j at the traces T and Ṫ of the bulk solution.
+    E_A = −γ² Σ_j (∂F/∂T_j) Ṫ_j at the traces T and Ṫ of the bulk solution. For θ = γ,
+    dE/dγ = ∂E/∂γ + Σ_k (∂E/∂T_k) Ṫ_k + Σ_k (∂E/∂Ṫ_k) T̈_k, with T̈ from the second-order implicit
+    derivative ë: (I − ∫∂g/∂e) ë = ∫ L²g dμ_S, L = ∂/∂γ + ė·∂/∂e (an identity check: E = −γ²F'(γ), so
+    dE/dγ = 2E/γ − γ²F''(γ)). θ = c is not implemented (it moves the Marchenko–Pastur law).
 
     Parameters
     ----------
@@ -102,8 +223,9 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
     geometry : Geometry, dict or None
         The Gram matrix 𝔊 of (μ, w_K, w_Q); None means μ = w = 0.
     wrt : str or tuple
-        'snr' (‖μ‖²), 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one), or ('gram', i, j):
-        the symmetric entry 𝔊_ij = 𝔊_ji (both change together).
+        'gamma' (the ridge), 'snr' (‖μ‖²), 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one), or
+        ('gram', i, j): the symmetric entry 𝔊_ij = 𝔊_ji (both change together). 'c' raises
+        ParameterError (not implemented).
     backend : {'numpy', 'mpmath'}
         float64, or mpmath at ``dps`` digits (default 30).
     dps : int, optional
@@ -132,12 +254,16 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
         cv, gv = ctx.convert(cb), ctx.convert(gb)
         sol = solver.solve_bulk(ctx, cv, gv, k.a1, k.s2, k.d)
         T, _, T_dot = solver.regular_traces(ctx, sol)
-        fn, ex = _compiled(geom.rank, entry)
+        ex = explicit_error(geom.rank)
         gram = ctx.convert(geom.gram)
         values = {s: gram[i, j] for (i, j), s in np.ndenumerate(ex.gram) if i <= j}
         gram_args = [values[s] for s in sorted(ex.gram.free_symbols, key=str)]
         a1v = ctx.convert(k.a1) * (0 * cv + 1)
-        _, dE = fn(ctx.convert(1), *T.T, *T_dot.T, *gram_args, a1v, ctx.sqrt(cv), gv)
+        if entry == "gamma":
+            dE = _gamma_derivative(ctx, sol, T, T_dot, gram_args, geom.rank, a1v, cv, gv)
+        else:
+            fn, ex = _compiled(geom.rank, entry)
+            _, dE = fn(ctx.convert(1), *T.T, *T_dot.T, *gram_args, a1v, ctx.sqrt(cv), gv)
     # the symbol 𝔊_ij (i < j) stands for both entries 𝔊_ij = 𝔊_ji: one derivative moves both
     return np.asarray(dE, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
 

@@ -322,7 +322,16 @@ def _check_values(ctx, values, precision, cb, gb, info, found, failures, warned)
     failure (NaN, appended to ``failures`` as (point, reason, error)). Points above
     :data:`PRECISION_TARGET` are appended to ``warned``. ``found``: failures of the solver,
     index → (reason, error)."""
-    for i in range(values.shape[0]):
+    # the common case in bulk (finite, in [0, 1], precise enough) decided on whole arrays; the per-point
+    # loop only for the points that need a message or a clip
+    vf = np.asarray(ctx.to_float(values), dtype=float).reshape(values.shape[0], -1)[:, 0]
+    plain = np.isfinite(vf) & (vf >= 0) & (vf <= 1)
+    if precision is not None:
+        est_all = np.asarray(precision, dtype=float).reshape(-1)
+        plain &= est_all <= min(PRECISION_LIMIT, PRECISION_TARGET)
+    if found:
+        plain[np.fromiter(found, dtype=int)] = False
+    for i in np.nonzero(~plain)[0]:
         point = _point(cb[i], gb[i], info)
         if i in found:
             reason, err = found[i]
@@ -487,7 +496,7 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
                        diagonal: str = "f", correction: str | None = None, errors: str = "raise",
                        residual: bool = False, heads=None, readout: str = "concat", kernel: str = "entrywise",
-                       temperature=None, weights=None, mu=None):
+                       temperature=None, weights=None, mu=None, structure: str = "auto"):
     r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
 
     The thin wrapper of :func:`solve` that returns E only; the parameters are those of :func:`solve`.
@@ -527,13 +536,20 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         Every returned E is finite and in [0, 1] (see :func:`solve`).
     weights, mu : array_like, optional
         The general-W theory (docs/theory.md §12): W a p×p array, the kernel exactly
-        f(XᵀWX/√p)/√p (no rescaling), μ of length p (default 0), n = round(p/c); numpy backend,
-        ``geometry`` and ``correction`` None (:func:`symattn.backends.general_w.general_memorization_error`).
+        f(XᵀWX/√p)/√p (no rescaling), μ of length p (default 0), n = round(p/c); numpy backend
+        (mpmath for p <= 100), ``geometry`` and ``correction`` None
+        (:func:`symattn.backends.general_w_entry.general_memorization_error`).
         With ``heads=`` (and no ``weights``), ``mu`` is the signal of the multi-head layer instead.
+    structure : {'auto', 'blocks', 'free'}
+        With ``weights=``: the model of the kernel's nonlinear part, the free elliptic noise of
+        docs/theory.md §12.1 ('free') or the structured Hermite blocks of §12.8 for a low-rank W
+        ('blocks'); 'auto' takes 'blocks' when rank W <= min(64, p/4)
+        (:func:`symattn.backends.general_w_entry.kernel_structure`).
     residual, heads, readout, kernel, temperature
         The layer's variant (docs/theory.md §13), as in :func:`symattn.simulate`: Φ = X(I + K)
         (``residual=True``); heads W_1..W_H with ``readout='sum'`` (of the paper's form, or any p×p
-        heads through the summed general-W kernel), or identical heads with ``'concat'``; the row softmax (``kernel='softmax'``,
+        heads through the summed general-W kernel), or with ``'concat'`` (identical heads; distinct heads
+        through the block pencil, :func:`symattn.variants.general_concat_error`); the row softmax (``kernel='softmax'``,
         ``temperature=τ``, needs ``n`` and ``diagonal='zero'``, γ the softmax layer's own ridge).
         Evaluated by :func:`symattn.variants.variant_error`, which refuses, with a
         ParameterError saying why, what the theory does not cover.
@@ -564,10 +580,12 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
             name = "geometry" if geometry is not None else "correction" if correction is not None else "heads"
             raise ParameterError(name, {"geometry": geometry, "correction": correction, "heads": "a list"}[name],
                                  "None with weights= (give the heads' signal as heads=..., mu=...)")
-        from .backends.general_w import general_memorization_error
+        from .backends.general_w_entry import general_memorization_error
 
         return general_memorization_error(f, c, gamma, weights, mu, model=model, backend=backend, n=n,
-                                          diagonal=diagonal, errors=errors)
+                                          diagonal=diagonal, errors=errors, dps=dps, structure=structure)
+    if structure != "auto":
+        raise ParameterError("structure", structure, "'auto' unless weights= is given")
     if residual is not False or heads is not None or kernel != "entrywise" or temperature is not None:
         if correction is not None:
             raise ParameterError("correction", correction, "None with residual=, heads= or kernel='softmax'")

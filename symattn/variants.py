@@ -18,7 +18,7 @@ from .backends.context import context
 from .errors import ConvergenceError, ParameterError
 from .model import MODELS, as_geometry, check_c, check_diagonal, check_gamma, kernel_constants
 
-__all__ = ["variant_error", "general_sum_error"]
+__all__ = ["variant_error", "general_sum_error", "general_concat_error"]
 
 KERNELS = ("entrywise", "softmax")
 READOUTS = ("concat", "sum")
@@ -54,7 +54,8 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
       identical heads, E_A(γ/H) (§13.2). Other heads (random, MiniLM) with ``readout='sum'``, with or
       without ``residual``, go through the summed general-W kernel (:func:`general_sum_error`, numpy
       only), one such head (or H identical ones) with ``'concat'`` through the general-W theory itself;
-      the concatenation of distinct heads is refused (§13.2 gives the reason and the measured gaps).
+      the concatenation of distinct heads (any form) through the block pencil of
+      :func:`general_concat_error` (numpy; μ by Woodbury, Gaussian-equivalent value; §13.2).
     - ``kernel='softmax'``, ``temperature=τ`` (default 1), ``diagonal='zero'`` and ``n`` (γ is the
       ridge of the softmax layer itself): E_A(γ(n − 1)²/p; ĝ_τ) (§13.3), in the regime of
       :func:`symattn.backends.variants.softmax_regime` only.
@@ -158,12 +159,12 @@ def _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, ker
         raise ParameterError("readout", readout, "'sum' with residual=True and more than one head",
                              hint="the residual X is p×n; the concatenation is Hp×n")
     identical = all(np.array_equal(W, hs[0]) for W in hs[1:])
-    if readout == "concat" and H > 1 and not identical:
-        raise ParameterError(
-            "readout", readout, "'sum' (or identical heads) for the multi-head theory",
-            hint="the concatenation of distinct heads needs a block pencil with one block per head "
-                 "(docs/theory.md §13.2), which is not implemented; simulate it with "
-                 "sa.simulate(heads=..., readout='concat')")
+    if readout == "concat" and H > 1 and not identical:  # distinct heads: the block pencil (§13.2), numpy, μ = 0
+        if ctx.name != "numpy":
+            raise ParameterError("backend", ctx.name, "'numpy' for the concatenation of distinct heads",
+                                 hint="the block pencil of docs/theory.md §13.2 is float64 only")
+        E = general_concat_error(f, float(cb[0]), gb, hs, mu, diagonal, cb)
+        return _checked(ctx, E, cb, gb, info)
     try:
         gram, rank = _v.head_geometry(hs[:1] if readout == "concat" else hs, mu)
     except ParameterError:
@@ -299,3 +300,349 @@ def _summed_model(gw, f, c, heads, ms, mu, diagonal):
     m0 = gw.general_w_model(f, c, Wt, mu, diagonal=diagonal)
     return dataclasses.replace(m0, a1=a1, sigma2=max(s2, 0.0), tau=tau, kappa=np.array([kappa]), kw=np.array([1.0]),
                                c_11=sum(mm.c_11 for mm in ms), c_yy=0.0, W=Wt, W_traces=Wt)
+
+
+# ----------------------------------------------------------------------------- concatenated general heads (§13.2)
+#: the largest memory (bytes) for the table of W_jᵀW_k of the concatenated heads; above it, 2H matrix products
+#: per Dyson evaluation instead
+GRAM_BYTES = 512 * 2**20
+
+
+class _ConcatModel:
+    """What the block pencil of the concatenated heads needs (docs/theory.md §13.2), float64.
+
+    Fields: H, p, n, c; ``Ws`` (H, p, p); ``GT`` (H, H, p, p) with GT[j, k] = W_jᵀW_k; ``a`` (a1' per head);
+    ``Rs``, ``Ts`` (H×H): σ_hσ_h'R_hh' and σ_hσ_h'T_hh' (diagonals σ_h² and σ_h²τ_h); the diagonal latent as
+    nodes ``kappa`` (M, H) with weights ``kw`` (M,).
+    """
+
+    def __init__(self, f, c, heads, diagonal, mu=None):
+        from .backends import general_w as gw
+        from .gauss import gauss_hermite
+
+        H, p = len(heads), heads[0].shape[0]
+        ms = [gw.general_w_model(f, c, W, None, diagonal=diagonal) for W in heads]
+        self.H, self.p, self.n, self.c = H, p, ms[0].n, float(c)
+        self.mu = None if mu is None or not np.any(mu) else np.asarray(mu, dtype=float)
+        self.Ws = np.array(heads, dtype=float)
+        self.Ws2 = self.Ws.reshape(H, p * p)
+        self.GT2 = None   # GT[j, k] = W_jᵀW_k (H²p² numbers), unless that exceeds GRAM_BYTES: then 2H products
+        if H * H * p * p * 8 <= GRAM_BYTES:
+            self.GT2 = np.matmul(np.transpose(self.Ws, (0, 2, 1))[:, None], self.Ws[None]).reshape(H * H, p * p)
+        self.a = np.array([m.a1 for m in ms])
+        self.c_11 = np.array([m.c_11 for m in ms])
+        om = np.array([m.constants.omega for m in ms])
+        Rs, Ts = np.diag([m.sigma2 for m in ms]), np.diag([m.sigma2 * m.tau for m in ms])
+        for h in range(H):
+            for k in range(h + 1, H):
+                den = p * np.sqrt(om[h] * om[k])
+                r_same = float(np.sum(heads[h] * heads[k])) / den   # corr(ξ^h_ij, ξ^k_ij)
+                r_swap = float(np.sum(heads[h] * heads[k].T)) / den  # corr(ξ^h_ij, ξ^k_ji)
+                r_same, r_swap = (1.0 if abs(1 - r) < 1e-12 else r for r in (r_same, r_swap))
+                lin = self.a[h] * self.a[k] * np.sqrt(om[h] * om[k])
+                Rs[h, k] = Rs[k, h] = (_pair_cov(f, om[h], om[k], r_same, nodes=96) - lin * r_same) / c
+                Ts[h, k] = Ts[k, h] = (_pair_cov(f, om[h], om[k], r_swap, nodes=96) - lin * r_swap) / c
+        self.Rs, self.Ts = Rs, Ts
+        # the diagonal latent q_h = x_iᵀW_hx_i/√p, jointly Gaussian over the heads:
+        # mean tr W_h/√p, Cov(q_h, q_k) = 2 tr(W_s,h W_s,k)/p; κ_h = f(q_h)/√p − a1_h tr W_h/p
+        base = np.array([-m.a1 * float(np.trace(W)) / p for m, W in zip(ms, heads)])
+        if diagonal == "zero":
+            self.kappa, self.kw = base[None, :], np.array([1.0])
+            return
+        Wsym = (self.Ws + np.transpose(self.Ws, (0, 2, 1))) / 2
+        Cq = 2 * np.einsum("hab,kab->hk", Wsym, Wsym) / p
+        mean = np.array([float(np.trace(W)) for W in heads]) / np.sqrt(p)
+        if self.mu is not None:   # x_i = μy_i + z_i: mean + μᵀW_hμ/√p, Cov + 4 (W_s,hμ)ᵀ(W_s,kμ)/p
+            Wm = Wsym @ self.mu
+            Cq = Cq + 4 * (Wm @ Wm.T) / p
+            mean = mean + np.array([float(self.mu @ W @ self.mu) for W in heads]) / np.sqrt(p)
+        lam, V = np.linalg.eigh(Cq)
+        keep = lam > 1e-12 * max(float(lam[-1]), 1e-300)
+        x, w = gauss_hermite(gw.DIAGONAL_NODES)
+        # anchored (cut-HDMR) rule along the principal axes: exact for functions additive in the principal
+        # coordinates, and Gauss–Hermite itself when the q_h are perfectly correlated (rank 1, e.g. identical heads)
+        axes = [np.sqrt(lam[i]) * V[:, i] for i in np.nonzero(keep)[0]]
+        qs = [mean[None, :] + x[:, None] * ax[None, :] for ax in axes]
+        ws = [w] * len(axes)
+        if len(axes) != 1:
+            qs.append(mean[None, :])
+            ws.append(np.array([1.0 - len(axes)]))
+        q = np.vstack(qs)
+        with np.errstate(over="ignore"):
+            fq = np.asarray(f.numpy(q), dtype=float)
+        if not np.all(np.isfinite(fq)):
+            raise ParameterError("diagonal", diagonal, "'zero' for this activation (f(xᵀWx/√p) overflows)")
+        self.kappa = fq / np.sqrt(p) + base[None, :]
+        self.kw = np.concatenate(ws)
+
+
+def _lin(v, A):
+    """v @ A for a real matrix A and a real or complex vector (or matrix) v, without casting A to complex."""
+    if np.iscomplexobj(v):
+        return np.real(v) @ A + 1j * (np.imag(v) @ A)
+    return v @ A
+
+
+def _concat_map(m, g, z, parts: bool = False):
+    r"""One evaluation of the block pencil's Dyson map g ↦ E_κ[(L0(κ) − Σ_nn(g))^{-1}] (docs/theory.md §13.2).
+
+    g is the (2H+1)×(2H+1) matrix of n-traces, ordered (x, u_1..u_H, w_1..w_H); holomorphic in g and z (complex
+    steps). The p-space part is the 2p×2p matrix 𝔅 of (t, s), s = Σ_k (a_k/c) W_kᵀh_k.
+    """
+    H, p, c = m.H, m.p, m.c
+    ac = m.a / c
+    iu, iw = slice(1, 1 + H), slice(1 + H, 1 + 2 * H)
+    rows = np.r_[0, np.arange(1 + H, 1 + 2 * H)]          # n-partners of the p-rows t, h_1..h_H
+    phi, psi, chi = g[:, 0], g[:, iu], g[:, iw]
+    Ev = np.linalg.inv(np.eye(H) - chi[iu])               # the v-elimination (I − χ_vv)^{-1}
+    chiE = chi[rows] @ Ev
+    phit = phi[rows] + chiE @ phi[iu]
+    psit = psi[rows] + chiE @ psi[iu]
+    Psi_t = _lin(ac * psit[0], m.Ws2).reshape(p, p)
+    coef = (ac[:, None] * ac[None, :]) * psit[1:]
+    if m.GT2 is not None:
+        P = _lin(coef.reshape(-1), m.GT2).reshape(p, p)
+    else:
+        P = sum(m.Ws[j].T @ _lin(coef[j], m.Ws2).reshape(p, p) for j in range(H))
+    Q = _lin(ac * phit[1:], m.Ws2).reshape(p, p).T
+    dtype = np.result_type(g, z, m.Ws)
+    B = np.empty((2 * p, 2 * p), dtype=dtype)
+    I = np.eye(p)
+    B[:p, :p] = I - Psi_t
+    B[:p, p:] = phit[0] * I
+    B[p:, :p] = -P
+    B[p:, p:] = I + Q
+    Gi = np.linalg.inv(B)
+    Gtt, Gts, Gst, Gss = Gi[:p, :p], Gi[:p, p:], Gi[p:, :p], Gi[p:, p:]
+    tau1 = np.trace(Gst) / p
+    tau2 = _lin(Gtt.T.reshape(-1), m.Ws2.T) / p                       # tr_p(W_k 𝔊_tt)
+    tau3 = _lin(Gss.reshape(-1), m.Ws2.T) / p                         # tr_p(𝔊_ss W_jᵀ)
+    if m.GT2 is not None:
+        tau4 = _lin(Gts.T.reshape(-1), m.GT2.T).reshape(H, H).T / p   # [k, j] = tr_p(W_k 𝔊_ts W_jᵀ)
+    else:
+        tau4 = _lin(np.matmul(m.Ws, Gts).reshape(H, -1), m.Ws2.T) / p   # Σ_ab (W_k𝔊_ts)_ab (W_j)_ab
+    N = 2 * H + 1
+    TS = np.empty(N, dtype=dtype)
+    TW = np.empty((H, N), dtype=dtype)
+    TS[0], TW[:, 0] = tau1, tau2                                        # source in t
+    sc = ac[:, None] * chiE[1:]                                         # source in v_m: σ_s = Σ_j sc[j, m] W_jᵀ
+    TS[iu] = chiE[0] * tau1 + tau3 @ sc
+    TW[:, iu] = tau2[:, None] * chiE[0][None, :] + tau4 @ sc
+    TS[iw] = ac * tau3                                                  # source in h_m: σ_s = (a_m/c) W_mᵀ
+    TW[:, iw] = tau4 * ac[None, :]
+    src = np.zeros((H, N), dtype=dtype)
+    src[:, iu] = np.eye(H)
+    TV = Ev @ (src - np.outer(phi[iu], TS) + (psi[iu] * ac[None, :]) @ TW)   # tr_p v_k
+    S = np.empty((N, N), dtype=dtype)
+    S[0] = -c * TS
+    S[iu] = m.a[:, None] * TW
+    S[iw] = c * TV
+    # the elliptic noises: E[ÑAÑ'ᵀ] = R tr_n A, E[ÑAÑ'] = T tr_n A
+    S[iu, 0] += m.Ts @ g[0, iu]
+    S[iu, iw] -= m.Rs * g[0, 0]
+    S[0, 0] -= np.sum(m.Rs * g[iw, iu])
+    S[0, iw] += m.Ts.T @ g[iw, 0]
+    M = m.kw.size
+    L0 = np.zeros((M, N, N), dtype=dtype)
+    L0[:, 0, 0] = z
+    L0[:, 0, iw] = m.kappa
+    L0[:, iu, 0] = -m.kappa
+    L0[:, iu, iu] = np.eye(H)
+    L0[:, iw, iw] = np.eye(H)
+    gn = np.einsum("m,mij->ij", m.kw, np.linalg.inv(L0 - S[None]))
+    if parts:
+        return gn, dict(Ev=Ev, chiE=chiE, phit=phit, psit=psit, Gi=Gi, phi=phi, psi=psi)
+    return gn
+
+
+def _concat_F(m, g, z):
+    r"""F = ŷᵀ[L_full^{-1}]_xx ŷ of the block pencil at the n-traces g, with the signal by Woodbury (§13.2).
+
+    Y → Y + μŷᵀ in every Y-slot is 5H + 1 rank-one terms: −μŷᵀ at (t, x), (v_h, u_h), (h_h, w_h) and
+    (a_h/c)ŷμᵀ, −(a_h/c)ŷμᵀ, −ŷμᵀ at (x, g_h), (u_h, l_h), (w_h, v_h). Their quadratic forms are ŷᵀ𝒢_nnŷ = the
+    n-traces, μᵀ𝒢_ppμ exactly (2H + 1 solves with 𝔅) and 0 across n and p. The êêᵀ mean terms decouple (ŷ ⊥ ê).
+    """
+    gn, P = _concat_map(m, g, z, parts=True)
+    mu = m.mu
+    if mu is None:
+        return gn[0, 0]
+    H, p, c = m.H, m.p, m.c
+    ac = m.a / c
+    Ev, chiE, phit, psit, Gi, phi, psi = (P[k] for k in ("Ev", "chiE", "phit", "psit", "Gi", "phi", "psi"))
+    iu = slice(1, 1 + H)
+    Wmu, WTmu = m.Ws @ mu, np.einsum("kba,b->ka", m.Ws, mu)      # W_k μ, W_kᵀμ
+    N = 2 * H + 1
+    # sources μ in the p-blocks t, v_1..v_H, h_1..h_H (index as their n-partners x, u, w)
+    rho_t = np.zeros(N, dtype=Gi.dtype)      # coefficient of μ in ρ̃_t
+    rho_h = np.zeros((H, N), dtype=Gi.dtype)  # coefficient of μ in ρ̃_{h_j}
+    rho_t[0] = 1.0
+    rho_t[iu] = chiE[0]
+    rho_h[:, iu] = chiE[1:]
+    rho_h[:, 1 + H:] = np.eye(H)
+    rhs_s = np.einsum("jb,j,ja->ab", rho_h, ac, WTmu)   # σ_s = Σ_j (a_j/c) W_jᵀ ρ̃_{h_j}
+    ts = Gi @ np.vstack([np.outer(mu, rho_t), rhs_s])
+    t, sv = ts[:p], ts[p:]                               # (p, N): the responses t, s to each source
+    Wt = np.einsum("kab,bn->kan", m.Ws, t)               # W_k t
+    Psi_h = np.einsum("jk,kan->jan", ac[None, :] * psit[1:], Wt)       # Ψ̃_{h_j} t
+    hresp = rho_h[:, None, :] * mu[None, :, None] - phit[1:, None, None] * sv[None] + Psi_h
+    form_g = np.einsum("ja,jan->jn", Wmu, hresp)         # μᵀ g_j = (W_jμ)ᵀ h_j
+    form_l = np.einsum("a,kan->kn", mu, Wt)              # μᵀ l_k = μᵀW_k t
+    src_v = np.zeros((H, N), dtype=Gi.dtype)
+    src_v[:, iu] = np.eye(H)
+    mu_s = mu @ sv
+    mu_Psiv = (psi[iu] * ac[None, :]) @ form_l           # μᵀ Ψ_{v_m} t
+    form_v = Ev @ (src_v * (mu @ mu) - np.outer(phi[iu], mu_s) + mu_Psiv)   # μᵀ v_k
+    # pieces (row block, col block, coef); blocks: ('n', i) n-block i, ('p', kind, h) p-block
+    pieces = [(("p", "s", 0), ("n", 0), -1.0)]
+    pieces += [(("p", "s", 1 + h), ("n", 1 + h), -1.0) for h in range(H)]
+    pieces += [(("p", "s", 1 + H + h), ("n", 1 + H + h), -1.0) for h in range(H)]
+    pieces += [(("n", 0), ("p", "g", h), ac[h]) for h in range(H)]
+    pieces += [(("n", 1 + h), ("p", "l", h), -ac[h]) for h in range(H)]
+    pieces += [(("n", 1 + H + h), ("p", "v", h), -1.0) for h in range(H)]
+    table = {"g": form_g, "l": form_l, "v": form_v}
+
+    def form(left, right):
+        """(vector at block left)ᵀ 𝒢 (vector at block right): ŷ in n-blocks, μ in p-blocks."""
+        if left[0] != right[0]:
+            return 0.0
+        if left[0] == "n":
+            return gn[left[1], right[1]]
+        return table[left[1]][left[2], right[2]]   # left ∈ {g, l, v} rows, right a source t/v/h
+
+    R = len(pieces)
+    cap = np.eye(R, dtype=Gi.dtype)
+    for i, (_, cb, _) in enumerate(pieces):
+        for j, (rb, _, coef) in enumerate(pieces):
+            cap[i, j] += coef * form(cb, rb)
+    left = np.array([coef * form(("n", 0), rb) for (rb, _, coef) in pieces])
+    right = np.array([form(cb, ("n", 0)) for (_, cb, _) in pieces])
+    return gn[0, 0] - left @ np.linalg.solve(cap, right)
+
+
+def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0):
+    """The Dyson fixed point g = Φ(g) at real z: Anderson-accelerated damped iteration from diag(1/z, 1, …, 1),
+    then Newton–GMRES (Jacobian-vector products by complex steps) once the relative residual is below 1e-2."""
+    from scipy.sparse.linalg import LinearOperator, gmres
+
+    N = 2 * m.H + 1
+    g = np.eye(N)
+    g[0, 0] = 1.0 / z
+    X, R = [], []
+    res = np.inf
+    best = (np.inf, None)
+    eta = 1e-20
+    for it in range(1, maxiter + 1):
+        gn = _concat_map(m, g, z)
+        r = (gn - g).ravel()
+        if not np.all(np.isfinite(gn)):
+            break
+        scale = np.maximum(np.abs(gn), 1e-6 * max(float(np.max(np.abs(gn))), 1e-300))
+        res = float(np.max(np.abs(gn - g) / scale))
+        if res < tol:
+            return gn, it, res
+        if res < 1e-10 and res >= best[0]:   # the rounding floor of the p×p traces: the best point is converged
+            return best[1], it, best[0]
+        if res < best[0]:
+            best = (res, gn)
+        if res < newton_below:
+            def mv(v, g=g):
+                return v - np.imag(_concat_map(m, g + 1j * eta * v.reshape(N, N), z)).ravel() / eta
+            A = LinearOperator((N * N, N * N), matvec=mv, dtype=float)
+            step, info = gmres(A, r, rtol=1e-12, atol=0.0, restart=min(N * N, 60), maxiter=20)
+            if np.all(np.isfinite(step)):
+                g = g + step.reshape(N, N)
+                continue
+        X.append(g.ravel().copy())
+        R.append(r)
+        if len(X) > 6:
+            X.pop(0)
+            R.pop(0)
+        new = g.ravel() + 0.5 * r
+        if len(X) >= 2:
+            dR = np.diff(np.array(R), axis=0).T
+            dX = np.diff(np.array(X), axis=0).T
+            cf = np.linalg.lstsq(dR, r, rcond=None)[0]
+            cand = g.ravel() + r - (dX + dR) @ cf
+            if np.all(np.isfinite(cand)):
+                new = cand
+        g = new.reshape(N, N)
+    raise ConvergenceError(f"the concat block-pencil Dyson iteration did not converge (residual {res:.3g})",
+                           residuals=[res], iterations=maxiter, point={"gamma": float(z)})
+
+
+def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
+    r"""E of the concatenation Φ = [XK_1; …; XK_H] of distinct general heads, by the block pencil (§13.2).
+
+    M = Σ_h K_hᵀYᵀYK_h with each K_h the Gaussian-equivalent kernel of docs/theory.md §12,
+    (a1_h/c)YᵀW_hY + D_h + σ_hÑ_h, the noises cross-correlated: E[Ñ_hAÑ_kᵀ] = R_hk tr_n A,
+    E[Ñ_hAÑ_k] = T_hk tr_n A, with
+
+    - σ_hσ_kR_hk = [Cov(f(ξ^h_ij), f(ξ^k_ij)) − a1_h a1_k tr(W_hᵀW_k)/p]/c,
+    - σ_hσ_kT_hk = [Cov(f(ξ^h_ij), f(ξ^k_ji)) − a1_h a1_k tr(W_hW_k)/p]/c.
+
+    The pencil in x; u_h = K_hx, w_h = YᵀYu_h; t = Yx, v_h, h_h, g_h = W_hᵀh_h, l_h = W_ht has the first row
+    γx + Σ_h K_hᵀw_h = b; its Dyson equation closes on the (2H+1)×(2H+1) matrix g of n-traces (averaged over the
+    joint diagonal latent of the heads) and on the 2p×2p matrix 𝔅 of (t, s), s = Σ_h (a1_h/c)W_hᵀh_h:
+
+    𝔅 = [[I − Σ_k (a1_k/c) ψ̃_tk W_k, φ̃_t I], [−Σ_jk (a1_j a1_k/c²) ψ̃_jk W_jᵀW_k, I + Σ_j (a1_j/c) φ̃_j W_jᵀ]]
+
+    (φ̃, ψ̃ from g, docs/theory.md §13.2). F = ŷᵀ[L^{-1}]_xxŷ: g_xx at the fixed point, corrected for μ ≠ 0 by
+    Woodbury on the 5H + 1 rank-one shifts Y → Y + μŷᵀ of the pencil (as docs/theory.md §12.3, the
+    Gaussian-equivalent value: no strong-direction correction); E = −γ²F'(γ) by implicit differentiation
+    (complex steps, GMRES). Numpy only.
+
+    Parameters
+    ----------
+    f : Activation or spec
+    c : float
+        p/n (n = round(p/c)).
+    gamma : array_like
+        γ > 0.
+    heads : list of (p, p) arrays
+    mu : (p,) array or None
+        The signal (x_i = μy_i + z_i).
+    diagonal : {'f', 'zero'}
+    cs : array_like, optional
+        The c of every point: must all equal ``c``.
+
+    Returns
+    -------
+    numpy.ndarray
+        E(γ).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> heads = [rng.standard_normal((20, 20)) / np.sqrt(20) for _ in range(2)]
+    >>> E = general_concat_error("tanh", 0.5, [1.0], heads)
+    >>> bool(0 < E[0] < 1)
+    True
+    """
+    from scipy.sparse.linalg import LinearOperator, gmres
+
+    if cs is not None and np.any(np.asarray(cs, dtype=float) != c):
+        raise ParameterError("c", list(np.unique(cs)), "a single c for general heads")
+    if diagonal not in ("f", "zero"):
+        raise ParameterError("diagonal", diagonal, "'f' or 'zero'")
+    f = _activation(f)
+    heads = [np.asarray(W, dtype=float) for W in heads]
+    m = _ConcatModel(f, c, heads, diagonal, mu)
+    gammas = np.atleast_1d(np.asarray(gamma, dtype=float)).reshape(-1)
+    N = 2 * m.H + 1
+    eta = 1e-20
+    E = np.empty(gammas.size)
+    for i, gm in enumerate(gammas):
+        gs, _, _ = _concat_solve(m, float(gm))
+
+        def mv(v, gs=gs, gm=gm):
+            return v - np.imag(_concat_map(m, gs + 1j * eta * v.reshape(N, N), gm)).ravel() / eta
+        dz = np.imag(_concat_map(m, gs.astype(complex), gm + 1j * eta)).ravel() / eta
+        A = LinearOperator((N * N, N * N), matvec=mv, dtype=float)
+        dg, info = gmres(A, dz, rtol=1e-12, atol=0.0, restart=min(N * N, 80), maxiter=50)
+        if info != 0 or not np.all(np.isfinite(dg)):
+            raise ConvergenceError("the derivative of the concat block pencil did not converge",
+                                   point={"gamma": float(gm)})
+        Fc = _concat_F(m, gs + 1j * eta * dg.reshape(N, N), gm + 1j * eta)   # F' along (dg/dγ, 1)
+        E[i] = -gm * gm * float(np.imag(Fc)) / eta
+    return E

@@ -570,3 +570,30 @@ def test_plot_theory_vs_mc(tmp_path):
         plot_theory_vs_mc(axes[1], g, g, [1.0, 2.0])
     path = save_figure(fig, tmp_path / "sub" / "f.png", formats=("png", "pdf"))
     assert path.exists() and (tmp_path / "sub" / "f.pdf").exists()
+
+
+def test_solve_gamma_zero_is_the_ridgeless_value(capsys):
+    """--gamma 0 prints the ridgeless value (c < 1): E_LR(0) = (1 − c)/(1 + ‖μ‖²) and, at μ = w = 0,
+    E_A(0) = 1 − c (rank Φ = p; docs/theory.md §7.6); with a signal, the same as sa.memorization_error(γ=0)
+    and, as a limit, within 1e-6 of the theory at γ = 1e-7."""
+    data = run_json(capsys, "solve", "-a", "tanh", "--c", 0.5, "--gamma", 0, 1e-7)
+    assert data["gamma"] == [0.0, 1e-7]
+    assert abs(data["E_linear"][0] - 0.5) < 1e-15 and abs(data["E_attention"][0] - 0.5) < 1e-15
+    data = run_json(capsys, "solve", "-a", "tanh", "--c", 0.3, "--gamma", 0, 1e-7, "--aligned", "--snr", 1)
+    assert abs(data["E_linear"][0] - 0.7 / 2) < 1e-15
+    assert data["E_attention"][0] == symattn.memorization_error("tanh", 0.3, 0.0, symattn.Geometry.aligned(snr=1.0))
+    assert abs(data["E_attention"][0] - data["E_attention"][1]) < 1e-6
+    code, out, err = run(capsys, "solve", "-a", "tanh", "--c", 0.5, "--gamma", 0)
+    assert code == 0 and "0.5" in out
+
+
+@pytest.mark.parametrize("cs", [["2"], ["0.5", "1"]])
+def test_solve_gamma_zero_at_c_at_least_one_is_exit_2(capsys, cs):
+    code, out, err = run(capsys, "solve", "-a", "tanh", "--c", *cs, "--gamma", 0, 0.1)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("symattn: error: invalid gamma=0.0: allowed 0 < gamma <= 1e12") and "c < 1" in err
+
+
+def test_solve_negative_gamma_is_still_refused(capsys):
+    code, out, err = run(capsys, "solve", "-a", "tanh", "--c", 0.5, "--gamma", -1)
+    assert code == 2 and "gamma" in err and "0 < gamma <= 1e+12" in err

@@ -83,6 +83,15 @@ def he3_zero(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- agreement, float64
+def test_two_close_roots_corner(relu_solver):
+    """relu (d ≠ 0) at c = 20, γ = 1e-6, where two roots of Δ sit √γ apart (docs/theory.md §5.8): the
+    generated float64 solver against 40-digit quadrature (an independent method), relative 1e-12."""
+    _, m = relu_solver
+    geo = GEOMETRIES[1]
+    ref = sa.solve("relu", 20.0, 1e-6, geometry=sa.Geometry(**geo), backend="mpmath", dps=40, method="quadrature")
+    assert _max_rel(np.atleast_1d(m.attention_error(20.0, 1e-6, **geo)), np.atleast_1d(ref.E)) <= 1e-12
+
+
 def test_agrees_with_solve_rank_one(tanh_solver):
     """tanh, c < 1, c = 1, c > 1, three geometries, both models: relative 1e-12 against symattn.solve."""
     _, m = tanh_solver

@@ -45,6 +45,49 @@ def test_sensitivity_matches_a_40_digit_central_difference(f, c, wrt):
 def test_sensitivity_broadcasts_and_rejects_unknown_parameters():
     d = sa.sensitivity("tanh", [0.5, 2.0], 1.0, sa.Geometry.aligned(snr=1.0), wrt="snr")
     assert d.shape == (2,) and (d < 0).all()
-    with pytest.raises(sa.ParameterError):
+    with pytest.raises(sa.ParameterError, match="'c' is not implemented"):
         sa.sensitivity("tanh", 0.5, 1.0, None, wrt="c")
+    with pytest.raises(sa.ParameterError, match="wrt"):
+        sa.sensitivity("tanh", 0.5, 1.0, None, wrt="nu")
+
+
+def _gamma_central_difference(f, c, gamma, geometry):
+    """dE/dγ by a 40-digit central difference of sa.solve (closed form, mpmath), step 2^-40 (O(h²) ~ 1e-24)."""
+    E = [sa.solve(f, c, gamma + s * H, geometry, backend="mpmath", dps=40).attention[()] for s in (1, -1)]
+    with mpmath.workdps(40):
+        return (E[0] - E[1]) / (2 * mpmath.mpf(H))
+
+
+GAMMA_CASES = [("tanh", 0.5, 0.5, "base"), ("relu", 2.0, 0.5, "base"), ("erf", 3.0, 0.1, "none"),
+               ("tanh", 2.0, 0.1, "aligned")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("f, c, gamma, geo", GAMMA_CASES)
+def test_gamma_sensitivity_matches_a_40_digit_central_difference(f, c, gamma, geo):
+    """wrt='gamma' (second-order implicit derivatives of the bulk system, docs/theory.md §6.9) against a 40-digit
+    central difference of the closed-form solver (a different method): 1e-20 at 40 digits, 1e-8 in float64."""
+    geometry = {"base": sa.Geometry(**BASE), "none": None, "aligned": sa.Geometry.aligned(snr=2.0)}[geo]
+    cd = _gamma_central_difference(f, c, gamma, geometry)
+    d40 = sa.sensitivity(f, c, gamma, geometry, wrt="gamma", backend="mpmath", dps=40)[()]
+    d64 = float(sa.sensitivity(f, c, gamma, geometry, wrt="gamma"))
+    with mpmath.workdps(40):
+        assert abs(d40 - cd) < mpmath.mpf(10) ** -20 * abs(cd)
+    assert abs(d64 - float(cd)) < 1e-8 * abs(float(cd))
+    assert cd != 0
+
+
+@pytest.mark.slow
+def test_gamma_sensitivity_is_minus_gamma_squared_f_second_derivative():
+    """The outside check of issue 15: E = −γ²F'(γ), so dE/dγ = 2E/γ − γ²F''(γ); F'' by a 40-digit central
+    second difference of F (sa.solve's F, closed form), step 2^-30 (O(h²) ~ 1e-18 of F'')."""
+    geometry, h = sa.Geometry(**BASE), mpmath.mpf(2) ** -30
+    with mpmath.workdps(40):
+        g = mpmath.mpf("0.25")
+        F = [sa.solve("tanh", 0.5, g + s * h, geometry, backend="mpmath", dps=40).F[()] for s in (1, 0, -1)]
+        E = sa.solve("tanh", 0.5, g, geometry, backend="mpmath", dps=40).attention[()]
+        F2 = (F[0] - 2 * F[1] + F[2]) / h**2
+        ref = 2 * E / g - g**2 * F2
+        d40 = sa.sensitivity("tanh", 0.5, g, geometry, wrt="gamma", backend="mpmath", dps=40)[()]
+        assert abs(d40 - ref) < mpmath.mpf(10) ** -15 * abs(ref)
     assert set(GRAM_NAMES) >= {"snr", "mu_wk"}

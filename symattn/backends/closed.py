@@ -6,8 +6,9 @@ with the basis integrals I_{k,j} = ∫ λ^j/Δ^k dμ_S from partial fractions at
 Marchenko–Pastur Stieltjes transform of the continuous part, m_c(z), by the branch rule of
 :mod:`symattn.systems.closed`; the atom (1 − c)_+ at λ = 0 is added explicitly.
 
-The roots of Δ (a cubic; linear where a1 = 0) are the eigenvalues of its companion matrix in
-float64, polished by Newton's method in the working arithmetic. Each value comes with a magnitude
+The roots of Δ (a cubic; linear where a1 = 0) come from Cardano's formula in float64 (the
+eigenvalues of the companion matrix where that is not accurate to 1e-8), polished by Newton's
+method in the working arithmetic. Each value comes with a magnitude
 Σ|terms| (the same sums with every term replaced by its modulus): magnitude/|value| is the
 amplification of rounding errors (cancellation between the partial fractions, e.g. for small
 a1 ≠ 0, where two roots are large). A point is solved here when
@@ -23,7 +24,10 @@ Every other point is left to the quadrature solver (:mod:`symattn.backends.solve
 continuation in γ, the reduced a1 = d = 0 equation and the damped fixed point; the result's
 ``closed`` field (``TheoryResult.closed``) says which one solved each point. The Woodbury step is
 :func:`woodbury_scaled` (equilibrated; exact rational only where that is ill-conditioned). With
-mpmath the closed form runs with :data:`GUARD_DIGITS` more digits than asked for.
+mpmath the closed form runs with :data:`GUARD_DIGITS` more digits than asked for. In float64 it runs
+first with the basis in complex128 and keeps the points whose estimated error is at most
+:data:`FAST_ACCEPT`; the others run again with the basis in extended precision (numpy's longdouble),
+from the complex128 solution.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ from .kernels import E_DOTS, TRACE_MOMENTS, kernel_definition
 SUPPORT_DISTANCE = 1e-9
 #: the largest estimated relative error of E_A accepted from the float64 closed form
 CLOSED_ACCEPT = 1e-11
+#: float64: the closed form runs first with the basis in complex128 and keeps the points whose estimated
+#: relative error is at most this; the others run again with the basis in extended precision
+FAST_ACCEPT = 1e-12
 #: extra digits of the mpmath closed form
 GUARD_DIGITS = 12
 NEWTON_MAX_ITER = 40
@@ -247,6 +254,36 @@ def stieltjes_continuous(ctx, cx, zc, rc):
     return m, md, s
 
 
+def _cubic_float(A, B, C):
+    """The roots (P, 3) of λ³ − Aλ² − Bλ − C (float64, real coefficients) by Cardano's formula (the real
+    root from the cube root without cancellation, or the trigonometric form for three real roots), and
+    the mask of the points where each root's relative residual |p(z)|/Σ|terms| is at most 1e-8 (the
+    Newton steps of :func:`_roots` then finish them)."""
+    a, b, c_ = -A, -B, -C                      # λ³ + aλ² + bλ + c
+    s = a / 3
+    p = b - a * s                              # t³ + pt + q, λ = t − a/3
+    q = (2 * s * s - b) * s + c_
+    Q, R = p / 3, -q / 2
+    D = Q * Q * Q + R * R
+    z = np.empty(A.shape + (3,), dtype=complex)
+    one = D > 0
+    sq = np.sqrt(np.where(one, D, 0.0))
+    S = np.cbrt(R + np.where(R >= 0, sq, -sq))  # |R ± √D| without cancellation
+    T = np.where(S != 0, -Q / np.where(S != 0, S, 1.0), 0.0)
+    re, im = -(S + T) / 2, np.sqrt(3) / 2 * (S - T)
+    r = np.sqrt(np.maximum(-Q, 0.0))
+    th = np.arccos(np.clip(np.where(one | (r == 0), 0.0, R / np.where(r == 0, 1.0, r * r * r)), -1, 1)) / 3
+    for k in range(3):
+        trig = 2 * r * np.cos(th - 2 * np.pi * k / 3)
+        z[:, k] = np.where(one, (S + T) if k == 0 else re + (1j if k == 1 else -1j) * im, trig) - s
+    with np.errstate(all="ignore"):
+        val = ((z + a[:, None]) * z + b[:, None]) * z + c_[:, None]
+        az = np.abs(z)
+        size = ((az + np.abs(a)[:, None]) * az + np.abs(b)[:, None]) * az + np.abs(c_)[:, None]
+        fine = np.all(np.abs(val) <= 1e-8 * size, axis=1) & np.all(np.isfinite(z), axis=1)
+    return z, fine
+
+
 def _roots(ctx, cx, L3, L2, L1, L0, linear):
     """The roots (P, n) of L3 λ³ + L2 λ² + L1 λ + L0 (or L1 λ + L0), in the context's complex numbers."""
     if linear:
@@ -259,8 +296,11 @@ def _roots(ctx, cx, L3, L2, L1, L0, linear):
     comp[:, 1, 0] = comp[:, 2, 1] = 1
     good = np.all(np.isfinite(comp), axis=(1, 2))
     zf = np.full((P, 3), np.nan + 0j)
-    if good.any():
-        zf[good] = np.linalg.eigvals(comp[good])
+    with np.errstate(all="ignore"):
+        zf[good], fine = _cubic_float(comp[good, 0, 0], comp[good, 0, 1], comp[good, 0, 2])
+    hard = np.nonzero(good)[0][~fine]   # Cardano not accurate: the eigenvalues of the companion matrix
+    if hard.size:
+        zf[hard] = np.linalg.eigvals(comp[hard])
     zc = cx.tocomplex(zf)
     L3, L2, L1, L0 = (v[:, None] for v in (L3, L2, L1, L0))
     steps = 2 if not cx.mp else 2 + int(np.ceil(np.log2(max(ctx.dps, 16) / 15.0)))
@@ -293,38 +333,41 @@ class _Dual:
     def __init__(self, v, d):
         self.v, self.d = v, d
 
-    @staticmethod
-    def _of(o):
-        return o if isinstance(o, _Dual) else _Dual(o, 0 * o)
-
+    # a plain operand (no derivative) takes the short forms: no products with a zero derivative
     def __add__(self, o):
-        o = self._of(o)
-        return _Dual(self.v + o.v, self.d + o.d)
+        if isinstance(o, _Dual):
+            return _Dual(self.v + o.v, self.d + o.d)
+        return _Dual(self.v + o, self.d)
 
     __radd__ = __add__
 
     def __sub__(self, o):
-        o = self._of(o)
-        return _Dual(self.v - o.v, self.d - o.d)
+        if isinstance(o, _Dual):
+            return _Dual(self.v - o.v, self.d - o.d)
+        return _Dual(self.v - o, self.d)
 
     def __rsub__(self, o):
-        return self._of(o) - self
+        return _Dual(o - self.v, -self.d)
 
     def __neg__(self):
         return _Dual(-self.v, -self.d)
 
     def __mul__(self, o):
-        o = self._of(o)
-        return _Dual(self.v * o.v, self.d * o.v + self.v * o.d)
+        if isinstance(o, _Dual):
+            return _Dual(self.v * o.v, self.d * o.v + self.v * o.d)
+        return _Dual(self.v * o, self.d * o)
 
     __rmul__ = __mul__
 
     def __truediv__(self, o):
-        o = self._of(o)
-        return _Dual(self.v / o.v, (self.d * o.v - self.v * o.d) / (o.v * o.v))
+        if isinstance(o, _Dual):
+            q = self.v / o.v
+            return _Dual(q, (self.d - q * o.d) / o.v)
+        return _Dual(self.v / o, self.d / o)
 
     def __rtruediv__(self, o):
-        return self._of(o) / self
+        q = o / self.v
+        return _Dual(q, -(q * self.d) / self.v)
 
 
 def _divided_basis(m, z, c_, U, K):
@@ -363,7 +406,8 @@ def _divided_basis(m, z, c_, U, K):
     return [m123, h1, h2]
 
 
-def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: bool = True) -> Basis:
+def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: bool = True,
+          orderings: int | None = None) -> Basis:
     r"""M_l (l < ``moments``), I_{1,j}, I_{2,j} (j < deg Δ) at Δ = D0 + D1λ + λ(b1λ + b0)² (docs/theory.md §5.8).
 
     Cubic Δ = L3 ∏(λ − z_i): I^c_{1,j} = h_j[z1, z2, z3]/L3, the second divided difference of
@@ -374,7 +418,8 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: boo
     ∂z_i/∂D0 = −1/Δ'(z_i)), and the atom: I_{k,0} = I^c_{k,0} + (1 − c)_+/D0^k. The magnitude is
     |value| plus the change between two orderings of the roots, divided by the unit roundoff.
     All arguments (P,). ``extended=False``: float64 in complex128 rather than numpy's longdouble
-    (Newton's iterates before the last steps; mpmath ignores it).
+    (Newton's iterates before the last steps; mpmath ignores it). ``orderings``: 1 (no ordering term
+    in the magnitudes) or 2; None: 2 where ``extended`` or mpmath, else 1.
 
     Examples
     --------
@@ -400,7 +445,10 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: boo
         if linear:
             dD = L1[:, None] + 0 * zc
         else:
-            dD = (3 * L3[:, None] * zc + 2 * L2[:, None]) * zc + L1[:, None]
+            # Δ'(z_i) = L3 ∏_{k≠i}(z_i − z_k), not Horner: where two roots are close (c = 20, d ≠ 0,
+            # small γ) Horner's Δ'(z̃_i) at the rounded roots is off by 1e-13 relative and I_{2,j} by 1e-10;
+            # the product is the exact derivative for the roots as computed (backward stable)
+            dD = L3[:, None] * (zc - np.roll(zc, 1, axis=1)) * (zc - np.roll(zc, 2, axis=1))
         dz = -1 / dD
         Uc = np.where(below, 1 - c_, c_ - 1)[:, 0]
         Kc = np.where(below, 0 * c_ + 1, c_)[:, 0]
@@ -413,7 +461,8 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: boo
             take = lambda A, o: np.take_along_axis(A, o, axis=1)  # noqa: E731
             hs = []
             # the second ordering only for the magnitudes (extended: the values that are kept)
-            for perm in ((0, 1, 2), (1, 0, 2))[:2 if extended or cx.mp else 1]:
+            nord = (2 if extended or cx.mp else 1) if orderings is None else orderings
+            for perm in ((0, 1, 2), (1, 0, 2))[:nord]:
                 o = order[:, list(perm)]
                 zs, ms, ds = take(zc, o), take(m, o), take(md * dz, o)
                 zd = [_Dual(zs[:, i], take(dz, o)[:, i]) for i in range(3)]
@@ -462,15 +511,25 @@ def _delta_mid_positive(ctx, rc, b0v, b1v, D0v, D1v):
     return (np.asarray(ctx.to_float(val), dtype=float) > 0) & (np.asarray(ctx.to_float(D0v), dtype=float) > 0)
 
 
-def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False):
+def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, both=False):
     """∫ g_i dμ_S (or over the continuous part alone) for the items of ``kernel`` (P, items), and
     their magnitudes Σ|coefficient·basis| + (1 − c)_+|g_i(0)| (P, items). The atom's g_i(0) is
-    evaluated from the integrand itself (its partial fractions would cancel at λ = 0)."""
+    evaluated from the integrand itself (its partial fractions would cancel at λ = 0). ``both``: the
+    values and magnitudes with the atom, then those of the continuous part (one evaluation)."""
     dtype = object if ctx.name == "mpmath" else float
-    C = kernel.coefficients(*args, P=P, dtype=dtype)
-    vals = (C * B.cont[:, None, :]).sum(axis=-1) if dtype is object else np.einsum("pis,ps->pi", C, B.cont)
-    Cf = np.abs(np.asarray(ctx.to_float(C), dtype=float))
-    mags = np.einsum("pis,ps->pi", Cf, B.mag)
+    if dtype is object:   # mpmath: only the nonzero coefficients (each product is a Python-level operation)
+        vals = ctx.convert(np.zeros((P, kernel.items)))
+        mags = np.zeros((P, kernel.items))
+        if kernel.layout:
+            for (i, s_), v in zip(kernel.layout, kernel.fn(*args)):
+                v = np.broadcast_to(v, (P,))
+                vals[:, i] = vals[:, i] + v * B.cont[:, s_]
+                mags[:, i] += np.abs(np.asarray(ctx.to_float(v), dtype=float)) * B.mag[:, s_]
+    else:
+        C = kernel.coefficients(*args, P=P, dtype=dtype)
+        vals = np.einsum("pis,ps->pi", C, B.cont)
+        mags = np.einsum("pis,ps->pi", np.abs(C), B.mag)
+    cont = (vals, mags)
     if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
         g0 = np.zeros((P, kernel.items), dtype=dtype)
         if dtype is object:
@@ -479,7 +538,7 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False):
             g0[:, i] = np.broadcast_to(v, (P,))
         vals = vals + B.atom[:, None] * g0
         mags = mags + np.abs(np.asarray(ctx.to_float(B.atom[:, None] * g0), dtype=float))
-    return vals, mags
+    return (vals, mags) + cont if both else (vals, mags)
 
 
 # ============================================================================ the solver
@@ -531,6 +590,9 @@ def _residual(ctx, e, I, A):
 #: every CONTINUATION_STRIDE-th point in γ order, and the others start from the interpolation
 CONTINUATION_MIN = 16
 CONTINUATION_STRIDE = 8
+#: ... and interpolates only between converged coarse points at most this far apart in ln γ (farther:
+#: the interpolation is no better than (1/γ, 0, 0), and Newton from it can wander for many steps)
+CONTINUATION_MAX_GAP = 2.5
 #: float64: Newton's iterates use the complex128 basis until the residual is below this
 FAST_SWITCH = 1e-12
 
@@ -553,14 +615,17 @@ def _start(ctx, p: _Points, idx, linear: bool):
         fctx = FloatContext()
         pf = _Points(fctx, *(np.asarray(ctx.to_float(x), dtype=float) for x in (p.c, p.gamma, p.a1, p.s2, p.d)))
         with np.errstate(all="ignore"):
-            ef, _, conv, _, _ = solve_bulk_closed(fctx, pf, idx, linear)
+            ef, _, conv, _, _ = solve_bulk_closed(fctx, pf, idx, linear, extended=False)
         e[conv] = ctx.convert(ef[conv])
         return e
     if len(idx) < CONTINUATION_MIN:
         return e
     key = np.stack([np.asarray(x[idx], dtype=float) for x in (p.c, p.a1, p.s2, p.d)], axis=1)
-    _, group = np.unique(key, axis=0, return_inverse=True)
-    group = group.reshape(-1)
+    if np.all(key == key[0]):   # one (c, a1, s², d): a γ sweep
+        group = np.zeros(len(idx), dtype=int)
+    else:
+        _, group = np.unique(key, axis=0, return_inverse=True)
+        group = group.reshape(-1)
     lg = np.log(np.asarray(p.gamma[idx], dtype=float))
     order = np.lexsort((lg, group))
     sections = np.split(order, np.nonzero(np.diff(group[order]))[0] + 1)
@@ -569,7 +634,7 @@ def _start(ctx, p: _Points, idx, linear: bool):
     if not coarse:
         return e
     sub = np.unique(np.concatenate(coarse))
-    ec, _, conv, _, _ = solve_bulk_closed(ctx, p, idx[sub], linear)
+    ec, _, conv, _, _ = solve_bulk_closed(ctx, p, idx[sub], linear, extended=False)   # starts only
     got = np.full((len(idx), 3), np.nan)
     got[sub[conv]] = ec[conv]
     for sec in sections:
@@ -580,7 +645,7 @@ def _start(ctx, p: _Points, idx, linear: bool):
         # between two coarse points that both converged
         pos = np.searchsorted(lg[cs], lg[sec], side="right")
         left, right = cs[np.clip(pos - 1, 0, len(cs) - 1)], cs[np.clip(pos, 0, len(cs) - 1)]
-        inside = np.isfinite(got[left, 0]) & np.isfinite(got[right, 0])
+        inside = np.isfinite(got[left, 0]) & np.isfinite(got[right, 0]) & (lg[right] - lg[left] <= CONTINUATION_MAX_GAP)
         if at.size < 2 or not inside.any():
             continue
         fine = sec[inside]
@@ -638,37 +703,45 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
     return e, I, A, JI, res, dead, iterations
 
 
-def solve_bulk_closed(ctx, p: _Points, idx, linear: bool):
+def solve_bulk_closed(ctx, p: _Points, idx, linear: bool, extended: bool = True, start=None):
     """Newton on e = I(e) in closed form at the points ``idx`` (one a1 = 0 group), from :func:`_start`,
     and from (1/γ, 0, 0) again where that start did not converge (float64: complex128 iterates until the
     residual is below :data:`FAST_SWITCH`, then extended precision, from the start again where
-    complex128 failed); returns (e, residual, converged mask, error bound of e (P, 3), Newton iterations)."""
+    complex128 failed; ``extended=False``: complex128 throughout); ``start`` (P, 3), optional: the start
+    instead of :func:`_start` (rows of NaN: (1/γ, 0, 0)); returns (e, residual, converged mask, error bound
+    of e (P, 3), Newton iterations)."""
     from .solver import _initial_guess
 
     default = _initial_guess(ctx, p.gamma[idx])
-    start = _start(ctx, p, idx, linear)
-    e, res, conv, de, its = _solve_from(ctx, p, idx, linear, start)
+    if start is None:
+        start = _start(ctx, p, idx, linear)
+    else:
+        miss = ~np.isfinite(np.asarray(ctx.to_float(start), dtype=float)[:, 0])
+        start = start.copy()
+        start[miss] = default[miss]
+    e, res, conv, de, its = _solve_from(ctx, p, idx, linear, start, extended)
     moved = np.any(np.asarray(ctx.to_float(start), dtype=float) != np.asarray(ctx.to_float(default), dtype=float),
                    axis=1)
     retry = np.nonzero(~conv & moved)[0]   # a warm start that led astray
     if retry.size:
-        e2, res2, conv2, de2, its2 = _solve_from(ctx, p, idx[retry], linear, default[retry])
+        e2, res2, conv2, de2, its2 = _solve_from(ctx, p, idx[retry], linear, default[retry], extended)
         e[retry], res[retry], conv[retry], de[retry] = e2, res2, conv2, de2
         its += its2
     return e, res, conv, de, its
 
 
-def _solve_from(ctx, p: _Points, idx, linear: bool, e):
+def _solve_from(ctx, p: _Points, idx, linear: bool, e, extended: bool = True):
     """:func:`solve_bulk_closed` from the start ``e``."""
     kern = closed_kernel("newton", linear, ctx.lambdify_modules)
     iterations = 0
-    if ctx.name == "numpy":
+    extended = extended or ctx.name != "numpy"
+    if ctx.name == "numpy" and extended:
         e0 = e
         e, _, _, _, _, dead, iterations = _newton(ctx, p, e, idx, kern, False, FAST_SWITCH, FAST_SWITCH)
         e[dead] = e0[dead]   # complex128 lost its way (e.g. e1 ~ 1/γ ~ 1e6): again in extended precision
     # aim past the tolerance (the error of e is the residual times the condition of I − ∫∂g/∂e)
-    e, I, A, JI, res, dead, its = _newton(ctx, p, e, idx, kern, True, float(ctx.tol) * 1e-3, float(ctx.tol),
-                                          polish=ctx.name == "numpy")
+    e, I, A, JI, res, dead, its = _newton(ctx, p, e, idx, kern, extended, float(ctx.tol) * 1e-3, float(ctx.tol),
+                                          polish=ctx.name == "numpy" and extended)
     iterations += its
     ef = np.asarray(ctx.to_float(e), dtype=float)
     conv = (res <= float(ctx.tol)) & (ef[:, 1] > -1e-9) & (ef[:, 1] < 1 + 1e-9) & ~dead
@@ -691,13 +764,14 @@ def _solve_from(ctx, p: _Points, idx, linear: bool, e):
     return e, res, conv, de, iterations
 
 
-def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None):
+def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None, extended: bool = True):
     r"""T (P, 9), U (P, 3), Ṫ (P, 9) in closed form (the same as
     :func:`symattn.backends.solver.regular_traces`, without quadrature), the amplification of
     rounding in them (P,) and the mask of points whose roots stay off the support.
 
     ``noise``: a random generator; every basis integral is then perturbed by its error estimate
-    u·magnitude (:func:`attention_closed` measures the effect on E_A)."""
+    u·magnitude (:func:`attention_closed` measures the effect on E_A). ``extended=False``: the float64
+    basis in complex128 (both orderings of the roots in the magnitudes), not numpy's longdouble."""
     from .solver import REGULAR_MIN_P
 
     mods = ctx.lambdify_modules
@@ -711,7 +785,7 @@ def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None):
     tang = closed_kernel("tangent", linear, mods)
     kern = closed_kernel("regular-kernels", linear, mods)
     L = max(tang.moments, kern.moments)
-    B = _perturbed(ctx, basis(ctx, rc, b0v, b1v, w, s * Pv, L, linear), noise)
+    B = _perturbed(ctx, basis(ctx, rc, b0v, b1v, w, s * Pv, L, linear, extended=extended, orderings=2), noise)
     Bt = _sub_basis(B, L, tang.moments, tang.n)
     Bk = _sub_basis(B, L, kern.moments, kern.n)
     tv, tm = integrate(ctx, tang, Bt, rargs, n)
@@ -720,8 +794,7 @@ def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None):
     if bump is not None:
         x_dot = bump(x_dot)
     kargs = rargs + (x_dot[:, 0], x_dot[:, 1], x_dot[:, 2])
-    kv, km = integrate(ctx, kern, Bk, kargs, n)
-    kvc, kmc = integrate(ctx, kern, Bk, kargs, n, continuous=True)
+    kv, km, kvc, kmc = integrate(ctx, kern, Bk, kargs, n, both=True)
     T, T_dot = kv[:, :9].copy(), kv[:, 11:20].copy()
     amp = np.maximum(_amp(ctx, kv, km), _amp(ctx, tv, tm))
     small = np.nonzero(np.asarray(ctx.to_float(Pv), dtype=float) < REGULAR_MIN_P)[0]
@@ -733,7 +806,8 @@ def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None):
         ek = closed_kernel("resolvent-kernels", linear, mods)
         L2 = max(newton.moments, sens.moments, ek.moments)
         b0s, b1s, D0s, D1s = _intermediates_e(p, es, sub)
-        Be = _perturbed(ctx, basis(ctx, rc[small], b0s, b1s, D0s, D1s, L2, linear), noise)
+        Be = _perturbed(ctx, basis(ctx, rc[small], b0s, b1s, D0s, D1s, L2, linear, extended=extended, orderings=2),
+                        noise)
         eargs = _eargs(p, es, sub)
         nv, nm = integrate(ctx, newton, _sub_basis(Be, L2, newton.moments, newton.n), eargs, small.size)
         sv, sm = integrate(ctx, sens, _sub_basis(Be, L2, sens.moments, sens.n), eargs, small.size)
@@ -794,6 +868,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
     >>> bool(out["ok"].all()), bool(out["E"][0] < out["E"][1])
     (True, True)
     """
+    from .closed_reduced import rescue_a1_d_zero, snap_a1
     from .solver import kernel_coefficients
 
     work = ctx
@@ -812,49 +887,67 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
         prec = np.full(P, np.inf)
         ok_all = np.zeros(P, dtype=bool)
         iterations = 0
-        a1f = np.asarray(work.to_float(p.a1), dtype=float)
+        a1f = snap_a1(work, p, np.asarray(work.to_float(p.a1), dtype=float), float(ctx.tol))   # he3: a1 ~ 1e-32 is 0
         gram_w = work.convert(gram)
         for linear in (False, True):
             idx = np.nonzero((a1f == 0) == linear)[0]
             if not idx.size:
                 continue
-            with np.errstate(all="ignore"):
-                e, res, conv, de, its = solve_bulk_closed(work, p, idx, linear)
-            iterations += its
-            if not conv.any():
-                continue
-            idx, e, res, de = idx[conv], e[conv], res[conv], de[conv]
-            with np.errstate(all="ignore"):
-                T, U, T_dot, amp, okb = closed_traces(work, p, e, idx, linear)
-                gq = np.broadcast_to(gram_w, (len(idx),) + np.shape(gram_w)[-2:])
-                if np.ndim(gram_w) == 3 and np.shape(gram_w)[0] == P:
-                    gq = gram_w[idx]
-                A = kernel_coefficients(work, p.a1[idx], gq, rank) if coefficients is None else coefficients[idx]
-                args = (A, gq, rank, p.rc[idx])
-                kw = dict(a1=p.a1[idx] if coefficients is None else None)
-                Fv, Fd, kappa = woodbury_scaled(work, T, T_dot, *args, centred=U, **kw)
-                kw["exact"] = kappa == 0 if work.name == "numpy" else None
-                Ev = -(p.gamma[idx] ** 2) * Fd
-                est = _precision(work, T, U, T_dot, args, kw, Ev, p.gamma[idx], res)
-                est = np.maximum(est, kappa * np.finfo(float).eps)   # the float64 Woodbury solve: κ_s·eps
-                rng = np.random.default_rng(2024)
-                E0 = np.abs(np.asarray(work.to_float(Ev), dtype=float))
-                # the basis integrals and e moved by their error estimates, DRAWS draws in one batch
-                rep = np.tile(np.arange(len(idx)), DRAWS)
-                ep = e[rep] + work.convert(np.tile(de, (DRAWS, 1)) * rng.uniform(-1, 1, (len(rep), 3)))
-                Tp, Up, Tdp, _, _ = closed_traces(work, p, ep, idx[rep], linear, noise=rng)
-                argsp = tuple(x[rep] for x in args[:2]) + (rank, args[3][rep])
-                kwp = {k_: (None if v is None else v[rep]) for k_, v in kw.items()}
-                _, Fdp, _ = woodbury_scaled(work, Tp, Tdp, *argsp, centred=Up, **kwp)
-                dE = np.abs(np.asarray(work.to_float(-(p.gamma[idx[rep]] ** 2) * Fdp - Ev[rep]), dtype=float))
-                dE = np.max(dE.reshape(DRAWS, -1), axis=0)
-                est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
-            good = okb & np.isfinite(est)
-            limit = CLOSED_ACCEPT if ctx.name == "numpy" else 10.0 ** (6 - ctx.dps)
-            good &= est <= limit
-            sel = idx[good]
-            E[sel], F[sel], e_all[sel] = Ev[good], Fv[good], e[good]
-            res_all[sel], prec[sel], ok_all[sel] = np.asarray(res[good], float), est[good], True
+            todo, warm = idx, None
+            # float64: complex128 first; the points it does not solve to FAST_ACCEPT again in extended precision
+            for extended in ((False, True) if work.name == "numpy" else (True,)):
+                idx = todo
+                if not idx.size:
+                    break
+                with np.errstate(all="ignore"):
+                    e, res, conv, de, its = solve_bulk_closed(work, p, idx, linear, extended=extended,
+                                                              start=None if warm is None else warm[idx])
+                iterations += its
+                # Newton's complex128 solutions (not the rescued ones below) start the second pass
+                warm = np.full((P, 3), np.nan)
+                warm[idx[conv]] = np.asarray(work.to_float(e[conv]), dtype=float)
+                if linear:   # a1 = d = 0 where Newton failed: the reduced equation in closed form (closed_reduced.py)
+                    kern0 = closed_kernel("newton", True, work.lambdify_modules)
+                    e, res, conv, de = rescue_a1_d_zero(work, p, idx, e, res, conv, de,
+                                                        lambda e_, at: _newton_map(work, p, e_, at, kern0))
+                if not conv.any():
+                    continue
+                idx, e, res, de = idx[conv], e[conv], res[conv], de[conv]
+                with np.errstate(all="ignore"):
+                    T, U, T_dot, amp, okb = closed_traces(work, p, e, idx, linear, extended=extended)
+                    gq = np.broadcast_to(gram_w, (len(idx),) + np.shape(gram_w)[-2:])
+                    if np.ndim(gram_w) == 3 and np.shape(gram_w)[0] == P:
+                        gq = gram_w[idx]
+                    A = kernel_coefficients(work, p.a1[idx], gq, rank) if coefficients is None else coefficients[idx]
+                    args = (A, gq, rank, p.rc[idx])
+                    kw = dict(a1=p.a1[idx] if coefficients is None else None)
+                    store = {} if work.name == "numpy" else None
+                    Fv, Fd, kappa = woodbury_scaled(work, T, T_dot, *args, centred=U, store=store, **kw)
+                    kw["exact"] = kappa == 0 if work.name == "numpy" else None
+                    Ev = -(p.gamma[idx] ** 2) * Fd
+                    est = _precision(work, T, U, T_dot, args, kw, Ev, p.gamma[idx], res, store=store)
+                    est = np.maximum(est, kappa * np.finfo(float).eps)   # the float64 Woodbury solve: κ_s·eps
+                    rng = np.random.default_rng(2024)
+                    E0 = np.abs(np.asarray(work.to_float(Ev), dtype=float))
+                    # the basis integrals and e moved by their error estimates, DRAWS draws in one batch
+                    rep = np.tile(np.arange(len(idx)), DRAWS)
+                    ep = e[rep] + work.convert(np.tile(de, (DRAWS, 1)) * rng.uniform(-1, 1, (len(rep), 3)))
+                    Tp, Up, Tdp, _, _ = closed_traces(work, p, ep, idx[rep], linear, noise=rng,
+                                                   extended=extended)
+                    argsp = tuple(x[rep] for x in args[:2]) + (rank, args[3][rep])
+                    kwp = {k_: (None if v is None else v[rep]) for k_, v in kw.items()}
+                    prior = None if store is None else {k_: v[rep] for k_, v in store.items()}
+                    _, Fdp, _ = woodbury_scaled(work, Tp, Tdp, *argsp, centred=Up, prior=prior, **kwp)
+                    dE = np.abs(np.asarray(work.to_float(-(p.gamma[idx[rep]] ** 2) * Fdp - Ev[rep]), dtype=float))
+                    dE = np.max(dE.reshape(DRAWS, -1), axis=0)
+                    est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
+                good = okb & np.isfinite(est)
+                limit = 10.0 ** (6 - ctx.dps) if ctx.name != "numpy" else CLOSED_ACCEPT if extended else FAST_ACCEPT
+                good &= est <= limit
+                sel = idx[good]
+                E[sel], F[sel], e_all[sel] = Ev[good], Fv[good], e[good]
+                res_all[sel], prec[sel], ok_all[sel] = np.asarray(res[good], float), est[good], True
+                todo = np.setdiff1d(todo, sel)
     if ctx.name == "mpmath":
         with ctx:
             conv = np.frompyfunc(lambda v: +v if isinstance(v, mpmath.mpf) else v, 1, 1)
@@ -863,7 +956,8 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
             "iterations": iterations}
 
 
-def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None, exact=None):
+def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None, exact=None, store=None,
+                    prior=None):
     r"""F and F'(γ) by the Woodbury identity (:func:`symattn.backends.solver.woodbury`, docs/theory.md §6.6),
     with the float64 solve of v = (I + ĈΓ)^{-1}e_0 on the equilibrated matrix R(I + ĈΓ)S (R, S diagonal
     powers of two: every row, then every column, of largest entry in [1/2, 1)).
@@ -875,6 +969,12 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
 
     ``exact`` (P,) bool, optional: the points for the exact step, given (no condition number is
     computed then: the perturbed evaluations of :func:`attention_closed` follow the unperturbed one).
+
+    ``store`` (dict), optional: receives ``v`` (P, N) and the inverse ``Minv`` (P, N, N) of I + ĈΓ (NaN
+    where not computed). ``prior`` (such a dict, rows matching these points), optional: for a system
+    within rounding of the stored one, v = v₀ + M₀⁻¹(e_0 − (I + ĈΓ)v₀) (one step of iterative
+    refinement: the error of v is then of the order of the change squared, far below rounding) in place
+    of a new solve (float64 only).
 
     Returns
     -------
@@ -914,7 +1014,19 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
     F, Fd = np.full(P, np.nan), np.full(P, np.nan)
     with np.errstate(all="ignore"):
         good = np.all(np.isfinite(M), axis=(1, 2)) & (True if exact is None else ~exact)
-        Mg = M[good]
+        if prior is not None and exact is not None:   # one refinement step from the stored solution
+            v0, Mi0 = prior["v"], prior["Minv"]
+            ref = good & np.all(np.isfinite(v0), axis=1) & np.all(np.isfinite(Mi0), axis=(1, 2))
+            at = slice(None) if ref.all() else ref   # no copies in the common case
+            v0r = v0[at]
+            res0 = -(M[at] @ v0r[:, :, None])[:, :, 0]
+            res0[:, 0] += 1
+            vr = v0r + (Mi0[at] @ res0[:, :, None])[:, :, 0]
+            F[at] = (Gam[at, 0, :] * vr).sum(axis=-1)
+            Fd[at] = ((Gdot[at] @ vr[:, :, None])[:, :, 0] * vr).sum(axis=-1)
+            good &= ~ref
+        gsel = slice(None) if good.all() else good   # a view in the common case (M is not used again)
+        Mg = M[gsel]
         r = 1 / np.max(np.abs(Mg), axis=2)           # row scales, then column scales
         Mg *= r[:, :, None]
         sc = 1 / np.max(np.abs(Mg), axis=1)
@@ -944,8 +1056,13 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
                 y = np.full(rhs.shape, np.nan)
             y[sing] = np.nan
         v = sc * y                                  # S (RMS)^{-1} R e_0
-        F[good] = (Gam[good, 0, :] * v).sum(axis=-1)
-        Fd[good] = np.einsum("pi,pij,pj->p", v, Gdot[good], v)
+        if store is not None:
+            store["v"], store["Minv"] = np.full((P, N), np.nan), np.full((P, N, N), np.nan)
+            store["v"][good] = v
+            if exact is None:
+                store["Minv"][good] = sc[:, :, None] * Minv * r[:, None, :]   # M^{-1} = S (RMS)^{-1} R
+        Fd[gsel] = ((Gdot[gsel] @ v[:, :, None])[:, :, 0] * v).sum(axis=-1)
+        F[gsel] = (Gam[gsel, 0, :] * v).sum(axis=-1)
     if exact is None:
         exact = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
     if exact.any():
@@ -956,9 +1073,10 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
     return F, Fd, kappa
 
 
-def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2):
+def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2, store=None):
     """κ·max(16u, residual), κ from perturbing T, U, Ṫ by relative δ = 2⁸u (as
-    :func:`symattn.backends.solver.precision_estimate`)."""
+    :func:`symattn.backends.solver.precision_estimate`); ``store``: the unperturbed Woodbury solve
+    (:func:`woodbury_scaled`), refined for the perturbed systems rather than solved again."""
     u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
     delta = u * 2.0**8
     rng = np.random.default_rng(12345)
@@ -973,7 +1091,9 @@ def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2):
     argsp = tuple(x[rep] for x in args[:2]) + (args[2], args[3][rep])
     kwp = {k_: (None if v is None else v[rep]) for k_, v in kw.items()}
     with np.errstate(all="ignore"):
-        _, Fd, _ = woodbury_scaled(ctx, bump(T[rep]), bump(T_dot[rep]), *argsp, centred=bump(U[rep]), **kwp)
+        prior = None if store is None else {k_: v[rep] for k_, v in store.items()}
+        _, Fd, _ = woodbury_scaled(ctx, bump(T[rep]), bump(T_dot[rep]), *argsp, centred=bump(U[rep]), prior=prior,
+                                   **kwp)
         dE = np.abs(np.asarray(ctx.to_float(-(g[rep] ** 2) * Fd - E[rep]), dtype=float))
         k = np.where(dE == 0, 0.0, dE / (E0[rep] * delta))
     k = np.where(np.isnan(k), np.inf, k)

@@ -27,7 +27,9 @@ operator-valued Dyson equation G = (L0 − η(G))^{-1} closes on the 3×3 matrix
 traces of the n-blocks; W enters through the 2p×2p block matrix
 B2 = [[I − αW, −βWᵀ], [−γ'W, I − δWᵀ]] (after eliminating g, l and v), whose traces
 tr_p(W H_tt), tr_p(W H_th), tr_p(Wᵀ H_ht), tr_p(Wᵀ H_hh) (H = B2^{-1}) are computed by dense
-linear algebra at every iteration.
+linear algebra at every iteration: with κ = βγ', D = I − δWᵀ, A = I − αW and the p×p Schur complements
+N = DA − κWᵀW, N' = AD − κWWᵀ (D commutes with Wᵀ, A with W), H_tt = N^{-1}D, H_th = βN^{-1}Wᵀ,
+H_ht = γ'N'^{-1}W, H_hh = N'^{-1}A, so each evaluation is two p×p inverses (not one 2p×2p).
 
 **Signal** (§12.3). Y = Y_Z + μŷᵀ is a rank-one deterministic shift of every Y-slot of the
 pencil; Woodbury on the pencil, with the quadratic forms ŷᵀ𝒢_nn ŷ = tr_n, μᵀ𝒢_pp μ (exact
@@ -45,8 +47,14 @@ value alone; ``signal='conditional'`` (rejected, kept for the record) only repla
 coefficient a1'·t (t = μᵀWμ/√p) by F_odd(t) of §10.2.
 
 **Symmetric W** (§12.5): one ``eigh``, then B2 splits into p independent 2×2 blocks, so each Dyson
-evaluation is O(p) (traces) or O(p²) (solves with μ). Otherwise each evaluation is one dense
-2p×2p inverse, in float32 during the Anderson phase (relative residual above 1e-3).
+evaluation is O(p) (traces) or O(p²) (solves with μ). Otherwise each evaluation is the two p×p
+inverses of N and N' (LAPACK getri), in float32 during the Anderson phase (relative residual above 1e-3),
+and the Newton steps use a float32 Jacobian of the traces (the derivative's is float64).
+
+**Arithmetic.** The solver is written once against an arithmetic context (:class:`_FloatArith`,
+:class:`_MPArith`: :mod:`symattn.backends.context` plus a p×p inverse, dot, eigh, least squares, the
+activation and its Gauss–Hermite rule); ``backend='mpmath'`` evaluates the same formulas at ``dps``
+digits (p <= :data:`MPMATH_MAX_P`).
 
 **Derivative.** F is solved at real γ (everything real), then F'(γ) by implicit
 differentiation of the fixed point, with the Jacobian by complex steps
@@ -55,14 +63,18 @@ differentiation of the fixed point, with the Jacobian by complex steps
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+import mpmath
+
 from ..errors import ConvergenceError, ParameterError
 from ..gauss import gauss_hermite
 from ..model import check_mu, check_weights
+from .context import FloatContext, MPContext
 
 __all__ = [
     "SIGNAL_RULES",
@@ -73,7 +85,6 @@ __all__ = [
     "pencil_map",
     "solve_pencil",
     "PencilSolution",
-    "general_memorization_error",
     "resolvent_F",
     "general_w_error",
     "strong_direction_correction",
@@ -83,6 +94,8 @@ __all__ = [
 #: how the signal enters the kernel: 'latent' (Gaussian-equivalent plus the strong-direction correction
 #: of docs/theory.md §12.3, the default), 'linear' (Gaussian-equivalent only), 'conditional' (F_odd(t) for y yᵀ)
 SIGNAL_RULES = ("latent", "linear", "conditional")
+#: the largest p of the mpmath backend (O(p³) Python-level operations per Dyson evaluation)
+MPMATH_MAX_P = 100
 #: Gauss–Hermite nodes of the diagonal latent q
 DIAGONAL_NODES = 16
 #: nodes of the (bivariate) quadrature of the kernel constants
@@ -112,11 +125,131 @@ class GeneralWConstants:
     q_var: float
 
 
-def _fnum(f, x):
-    return np.asarray(f.numpy(x), dtype=float)
+class _FloatArith(FloatContext):
+    """float64 arithmetic of this module: :class:`~symattn.backends.context.FloatContext` plus the few
+    operations the general-W solver needs beyond it (fast p×p inverse, dot, eigh, least squares, the
+    activation and its quadrature nodes, and ``low``, the precision of the far-from-converged phase)."""
+
+    low, high = np.float32, np.float64
+
+    def scalar(self, x):
+        return float(x)
+
+    def inv_p(self, A):
+        return _inv(A)
+
+    def dot(self, A, B):
+        """Σ_ij A_ij B_ij (C-ordered arrays of equal shape)."""
+        return float(np.vdot(A, B))
+
+    def eigh(self, W):
+        return np.linalg.eigh(W)
+
+    def lstsq(self, A, b):
+        return np.linalg.lstsq(A, b, rcond=None)[0]
+
+    def f(self, f, x):
+        """The centred activation at the points x."""
+        return np.asarray(f.numpy(x), dtype=float)
+
+    def f_constants(self, f):
+        """(a1, ν, d) of f for ξ ~ N(0, 1)."""
+        return float(f.a1), float(f.nu), float(f.d)
+
+    def gauss_hermite(self, nq):
+        return gauss_hermite(nq)
 
 
-def general_w_constants(f, W, mu=None) -> GeneralWConstants:
+class _MPArith(MPContext):
+    """The same operations as :class:`_FloatArith` at ``dps`` digits (mpmath numbers in object arrays)."""
+
+    low = high = None
+
+    def scalar(self, x):
+        return mpmath.mpf(x) if not isinstance(x, (mpmath.mpf, mpmath.mpc)) else +x
+
+    def inv_p(self, A):
+        return self.inv(A)
+
+    def dot(self, A, B):
+        return mpmath.fsum(np.ravel(A * B))
+
+    def eigh(self, W):
+        lam, E = mpmath.eigsy(mpmath.matrix(np.asarray(W, dtype=object).tolist()))
+        p = W.shape[0]
+        return (np.array([lam[i] for i in range(p)], dtype=object),
+                np.array([[E[i, j] for j in range(p)] for i in range(p)], dtype=object))
+
+    def lstsq(self, A, b):
+        x = mpmath.qr_solve(mpmath.matrix(np.asarray(A, dtype=object).tolist()), mpmath.matrix(list(b)))[0]
+        return np.array([x[i] for i in range(A.shape[1])], dtype=object)
+
+    def f(self, f, x):
+        a0 = f.constants(self.dps)["a0"]
+        return np.asarray(np.frompyfunc(lambda t: f._mp_eval(t) - a0, 1, 1)(np.asarray(x, dtype=object)),
+                          dtype=object)
+
+    def f_constants(self, f):
+        k = f.constants(self.dps)
+        return k["a1"], k["nu"], k["d"]
+
+    def gauss_hermite(self, nq):
+        return _gauss_hermite_mp(nq, self.dps)
+
+
+#: probabilists' Gauss–Hermite rules at dps digits already computed ((nq, dps) → (x, w))
+_GH_MP: dict = {}
+
+
+def _gauss_hermite_mp(nq: int, dps: int):
+    """The nq-point probabilists' Gauss–Hermite rule (weights summing to 1) at ``dps`` digits: the float64
+    nodes refined by Newton's method on He_nq (three-term recurrence, 10 guard digits), w_i ∝ 1/He_{nq−1}(x_i)²
+    (O(nq²) operations instead of the O(nq³) eigenvalue problem of :func:`symattn.gauss.gauss_hermite`)."""
+    key = (int(nq), int(dps))
+    if key not in _GH_MP:
+        x0, _ = gauss_hermite(nq)
+        with mpmath.workdps(dps + 10):
+            def he(x):
+                a, b = mpmath.mpf(1), x          # He_0, He_1
+                for k in range(1, nq):
+                    a, b = b, x * b - k * a      # He_{k+1} = x He_k − k He_{k−1}
+                return b, a                      # He_nq(x), He_{nq−1}(x)
+            xs, ws = [], []
+            for xi in x0:
+                x = mpmath.mpf(float(xi))
+                for _ in range(60):
+                    hn, hm = he(x)
+                    dx = hn / (nq * hm)          # He_nq' = nq He_{nq−1}
+                    x -= dx
+                    if abs(dx) <= mpmath.mpf(10) ** (-(dps + 8)) * max(1, abs(x)):
+                        break
+                xs.append(x)
+                ws.append(1 / he(x)[1] ** 2)
+            tot = mpmath.fsum(ws)
+        with mpmath.workdps(dps):
+            _GH_MP[key] = (np.array([+v for v in xs], dtype=object), np.array([+(v / tot) for v in ws], dtype=object))
+    x, w = _GH_MP[key]
+    return x.copy(), w.copy()
+
+
+_FLOAT = _FloatArith()
+
+
+def _arith(ctx=None):
+    """The arithmetic of a context (None: float64): :class:`_FloatArith` or :class:`_MPArith`."""
+    if ctx is None:
+        return _FLOAT
+    if isinstance(ctx, (_FloatArith, _MPArith)):
+        return ctx
+    return _MPArith(ctx.dps) if ctx.dps is not None else _FLOAT
+
+
+def _ar(m):
+    """The arithmetic of a model (float64 unless it was built with ``ctx``)."""
+    return getattr(m, "arith", None) or _FLOAT
+
+
+def general_w_constants(f, W, mu=None, ctx=None) -> GeneralWConstants:
     r"""a0', a1', s², τ, t, F_odd(t) and the diagonal law of the Gaussian-equivalent kernel.
 
     a1' = E[ξ f(ξ)]/ω, s² = Var f(ξ) − a1'²ω with ξ ~ N(0, ω), ω = ‖W‖_F²/p;
@@ -130,6 +263,8 @@ def general_w_constants(f, W, mu=None) -> GeneralWConstants:
         p×p.
     mu : numpy.ndarray or None
         The signal.
+    ctx : FloatContext or MPContext, optional
+        The arithmetic (default float64); with an mpmath context every field is an mpmath number.
 
     Returns
     -------
@@ -142,34 +277,40 @@ def general_w_constants(f, W, mu=None) -> GeneralWConstants:
     >>> round(k.rho, 12), round(k.tau, 8), abs(k.a1 - activation("tanh").a1) < 1e-10
     (1.0, 1.0, True)
     """
+    ar = _arith(ctx)
     W = check_weights(W)
     p = W.shape[0]
     mu = check_mu(mu, p)
-    fro2 = float(np.sum(W * W))
-    omega = fro2 / p
-    rho = float(np.sum(W * W.T)) / fro2
-    x, w = gauss_hermite(CONSTANT_NODES)
-    so = math.sqrt(omega)
-    fx = _fnum(f, so * x)
-    a0 = float(w @ fx)
-    a1 = float(w @ (x * fx)) / so
-    nu = float(w @ fx**2) - a0**2
-    s2 = max(nu - a1 * a1 * omega, 0.0)
-    # Cov(f(ξ), f(ξ')): ξ = √ω x1, ξ' = √ω (ρ x1 + √(1−ρ²) x2)
-    r = min(max(rho, -1.0), 1.0)
-    x2 = so * (r * x[:, None] + math.sqrt(max(1 - r * r, 0.0)) * x[None, :])
-    cov = float(np.einsum("i,j,i,ij->", w, w, fx, _fnum(f, x2))) - a0**2
-    tau = (cov - a1 * a1 * rho * omega) / s2 if s2 > 1e-300 else 0.0
-    tau = min(max(tau, -1.0), 1.0)
-    t = float(mu @ W @ mu) / math.sqrt(p)
-    F_odd = 0.5 * float(w @ (_fnum(f, so * x + t) - _fnum(f, so * x - t)))
-    Ws = (W + W.T) / 2
-    q_mean = (float(np.trace(W)) + float(mu @ W @ mu)) / math.sqrt(p)
-    q_var = (2 * float(np.sum(Ws * Ws)) + 4 * float(np.sum((Ws @ mu) ** 2))) / p
-    xq, wq = gauss_hermite(DIAGONAL_NODES)
-    q = q_mean + math.sqrt(q_var) * xq
-    return GeneralWConstants(omega=omega, rho=rho, a0=a0, a1=a1, s2=s2, tau=tau, t=t, F_odd=F_odd,
-                             q=q, qw=wq, q_mean=q_mean, q_var=q_var)
+    with ar:
+        W, mu = ar.convert(W), ar.convert(mu)
+        fro2 = ar.scalar(np.sum(W * W))
+        omega = fro2 / p
+        rho = ar.scalar(np.sum(W * W.T)) / fro2
+        x, w = ar.gauss_hermite(CONSTANT_NODES)
+        so = ar.sqrt(omega)
+        fx = ar.f(f, so * x)
+        a0 = ar.scalar(w @ fx)
+        a1 = ar.scalar(w @ (x * fx)) / so
+        nu = ar.scalar(w @ fx**2) - a0**2
+        s2 = max(nu - a1 * a1 * omega, 0 * nu)
+        # Cov(f(ξ), f(ξ')): ξ = √ω x1, ξ' = √ω (ρ x1 + √(1−ρ²) x2)
+        r = min(max(rho, -1), 1)
+        x2 = so * (r * x[:, None] + ar.sqrt(max(1 - r * r, 0 * r)) * x[None, :])
+        cov = ar.scalar((w * fx) @ ar.f(f, x2) @ w) - a0**2
+        tau = (cov - a1 * a1 * rho * omega) / s2 if s2 > 1e-300 else 0 * s2
+        tau = min(max(tau, -1), 1)
+        sp = ar.sqrt(ar.scalar(p))
+        muWmu = ar.scalar(mu @ W @ mu)
+        t = muWmu / sp
+        F_odd = ar.scalar(w @ (ar.f(f, so * x + t) - ar.f(f, so * x - t))) / 2
+        Ws = (W + W.T) / 2
+        q_mean = (ar.scalar(np.sum(np.diagonal(W))) + muWmu) / sp
+        q_var = (2 * ar.scalar(np.sum(Ws * Ws)) + 4 * ar.scalar(np.sum((Ws @ mu) ** 2))) / p
+        xq, wq = ar.gauss_hermite(DIAGONAL_NODES)
+        q = q_mean + ar.sqrt(q_var) * xq
+        sc = ar.scalar
+        return GeneralWConstants(omega=sc(omega), rho=sc(rho), a0=sc(a0), a1=sc(a1), s2=sc(s2), tau=sc(tau), t=sc(t),
+                                 F_odd=sc(F_odd), q=q, qw=wq, q_mean=sc(q_mean), q_var=sc(q_var))
 
 
 @dataclass
@@ -180,6 +321,7 @@ class GeneralWModel:
     a1'·tr W/p on the diagonal through (a1/c)YᵀWY), with weights ``kw``.
     c_yy : the extra coefficient of ŷŷᵀ in K (0 for signal='linear').
     c_11 : the coefficient of êêᵀ (ê = 1/√n) in K from the mean a0' of the off-diagonal entries.
+    arith : the arithmetic of every number in the model (None: float64; see :func:`general_w_model`).
     """
 
     W: np.ndarray
@@ -196,11 +338,12 @@ class GeneralWModel:
     c_11: float
     constants: GeneralWConstants
     W_traces: np.ndarray = None   # the matrix whose normalised traces enter the Dyson equation
+    arith: object = None
 
 
 def general_w_model(f, c, W, mu=None, signal: str = "latent", diagonal: str = "f",
-                    limit: bool = False) -> GeneralWModel:
-    """Assemble the :class:`GeneralWModel` (float64) for the activation f, c = p/n, W and μ.
+                    limit: bool = False, ctx=None) -> GeneralWModel:
+    """Assemble the :class:`GeneralWModel` for the activation f, c = p/n, W and μ.
 
     Parameters
     ----------
@@ -218,6 +361,9 @@ def general_w_model(f, c, W, mu=None, signal: str = "latent", diagonal: str = "f
         The p → ∞ limit for W = I + finite rank (the setting of Theorem 1, docs/theory.md §12.4):
         the constants of N(0, 1) (a1, s² of f, τ = 1), the deterministic diagonal d = lim f(√p)/√p,
         and the normalised traces of I; W and μ then enter only through the Woodbury step.
+    ctx : FloatContext or MPContext, optional
+        The arithmetic (default float64; :func:`symattn.backends.context.context`). The solver is
+        written once against it: an mpmath context evaluates the same formulas at its digits.
 
     Returns
     -------
@@ -234,34 +380,39 @@ def general_w_model(f, c, W, mu=None, signal: str = "latent", diagonal: str = "f
         raise ParameterError("signal", signal, "one of " + ", ".join(repr(s) for s in SIGNAL_RULES))
     if diagonal not in ("f", "zero"):
         raise ParameterError("diagonal", diagonal, "'f' or 'zero'")
+    ar = _arith(ctx)
+    _DIGESTS.clear()   # a new evaluation: W may have changed in place since the last one
     W = check_weights(W)
     p = W.shape[0]
     mu = check_mu(mu, p)
     c = float(c)
     n = max(2, int(round(p / c)))
-    k = general_w_constants(f, W, mu)
-    sp = math.sqrt(p)
-    base = -k.a1 * float(np.trace(W)) / p
-    if diagonal == "f":
-        with np.errstate(over="ignore"):
-            fq = _fnum(f, k.q)
-        if not np.all(np.isfinite(fq)):
-            raise ParameterError("diagonal", diagonal, "'zero' for this activation (f(xᵀWx/√p) overflows)")
-        kappa = fq / sp + base
-        kw = k.qw
-    else:
-        kappa, kw = np.array([base]), np.array([1.0])
-    c_yy = (k.F_odd - k.a1 * k.t) * n / sp if signal == "conditional" else 0.0
-    c_11 = k.a0 * n / sp
-    if limit:
-        d = 0.0 if diagonal == "zero" else float(f.d)
-        if not math.isfinite(d):
-            raise ParameterError("diagonal", diagonal, "'zero' for a superlinear activation")
-        return GeneralWModel(W=W, mu=mu, c=c, n=n, p=p, a1=float(f.a1), sigma2=float(f.nu - f.a1**2) / c, tau=1.0,
-                             kappa=np.array([d - float(f.a1)]), kw=np.array([1.0]), c_yy=0.0, c_11=0.0,
-                             constants=k, W_traces=np.eye(2))
-    return GeneralWModel(W=W, mu=mu, c=c, n=n, p=p, a1=k.a1, sigma2=k.s2 / c, tau=k.tau, kappa=kappa,
-                         kw=kw, c_yy=c_yy, c_11=c_11, constants=k, W_traces=W)
+    k = general_w_constants(f, W, mu, ctx=ar)
+    with ar:
+        W, mu, cc = ar.convert(W), ar.convert(mu), ar.scalar(c)
+        sp = ar.sqrt(ar.scalar(p))
+        base = -k.a1 * ar.scalar(np.sum(np.diagonal(W))) / p
+        if diagonal == "f":
+            with np.errstate(over="ignore"):
+                fq = ar.f(f, k.q)
+            if not np.all(ar.isfinite(fq)):
+                raise ParameterError("diagonal", diagonal, "'zero' for this activation (f(xᵀWx/√p) overflows)")
+            kappa = fq / sp + base
+            kw = k.qw
+        else:
+            kappa, kw = ar.convert(np.array([base])), ar.convert(np.array([1.0]))
+        c_yy = (k.F_odd - k.a1 * k.t) * n / sp if signal == "conditional" else 0 * sp
+        c_11 = k.a0 * n / sp
+        if limit:
+            a1, nu, d = ar.f_constants(f)
+            d = 0 * a1 if diagonal == "zero" else d
+            if not math.isfinite(float(d)):
+                raise ParameterError("diagonal", diagonal, "'zero' for a superlinear activation")
+            return GeneralWModel(W=W, mu=mu, c=cc, n=n, p=p, a1=a1, sigma2=(nu - a1**2) / cc, tau=ar.scalar(1),
+                                 kappa=ar.convert(np.array([d - a1], dtype=object)), kw=ar.convert(np.array([1.0])),
+                                 c_yy=0 * a1, c_11=0 * a1, constants=k, W_traces=ar.convert(np.eye(2)), arith=ar)
+        return GeneralWModel(W=W, mu=mu, c=cc, n=n, p=p, a1=k.a1, sigma2=k.s2 / cc, tau=k.tau, kappa=kappa,
+                             kw=kw, c_yy=ar.scalar(c_yy), c_11=ar.scalar(c_11), constants=k, W_traces=W, arith=ar)
 
 
 # index of the n-blocks (x, u, w) and p-blocks (t, v, h, g, l)
@@ -287,33 +438,96 @@ def _coefficients(S):
 
 
 def _B2(W, alpha, beta, gam, delta):
-    p = W.shape[0]
-    dtype = np.result_type(W, alpha, beta, gam, delta)
-    B = np.empty((2 * p, 2 * p), dtype=dtype)
-    I = np.eye(p)
-    B[:p, :p] = I - alpha * W
-    B[:p, p:] = -beta * W.T
-    B[p:, :p] = -gam * W
-    B[p:, p:] = I - delta * W.T
-    return B
+    I = np.eye(W.shape[0], dtype=W.dtype)
+    return np.block([[I - alpha * W, -beta * W.T], [-gam * W, I - delta * W.T]])
 
 
-#: eigendecompositions of symmetric W already seen (id → (W, λ, E)); a few entries only
+#: eigendecompositions of symmetric W already seen (content digest, dps → (λ, E) or None); a few entries only
 _EIG_CACHE: dict = {}
+#: Gram matrices of non-symmetric W already seen (content digest → {dtype: (W, Wᵀ, WᵀW, WWᵀ)}); a few entries
+_GRAM_CACHE: dict = {}
 
 
-def _symmetric_eig(W):
-    """(λ, E) with W = E diag(λ) Eᵀ when W is exactly symmetric, else None (cached per array)."""
-    hit = _EIG_CACHE.get(id(W))
+#: digests already taken since the last :func:`general_w_model` (id → (W, digest)): one hash per array and call
+_DIGESTS: dict = {}
+
+
+def _digest(W) -> tuple:
+    """A key for W's content (shape, dtype, BLAKE2 of the entries): a W changed in place is a new key.
+
+    Hashing a 384×384 W costs about 3 ms, so the digest of an array is remembered until the next
+    :func:`general_w_model` (where every evaluation starts), which forgets them all."""
+    hit = _DIGESTS.get(id(W))
     if hit is not None and hit[0] is W:
-        return hit[1], hit[2]
-    if not np.array_equal(W, W.T):
-        return None
-    lam, E = np.linalg.eigh(W)
+        return hit[1]
+    a = np.ascontiguousarray(W)
+    data = "|".join(map(str, a.ravel())).encode() if a.dtype == object else a.tobytes()
+    d = a.shape, a.dtype.str, hashlib.blake2b(data, digest_size=16).hexdigest()
+    _DIGESTS[id(W)] = (W, d)
+    return d
+#: how a dense (non-symmetric) W is evaluated: 'pp' (two p×p inverses of the Schur complements N, N',
+#: docs/theory.md §12.2) or '2p' (one 2p×2p inverse of B2; the reference the tests compare with)
+DENSE_ROUTE = "pp"
+#: the p×p route is kept when its probe residual ‖B2 H v − v‖/‖v‖ is below PP_CHECK_TOL·tol (1e-10 in float64),
+#: or PP_CHECK_LOW in the low precision; otherwise the 2p×2p inverse is taken
+PP_CHECK_TOL, PP_CHECK_LOW = 1e3, 1e-4
+#: J[a, b, k, l] = G[2a + k, 2l + b] (G the 4×4 Gram of the products 𝒲_a H_ak under tr(·,·))
+_A, _B, _K, _L = np.indices((2, 2, 2, 2))
+_J_ROWS, _J_COLS = 2 * _A + _K, 2 * _L + _B
+
+
+def _cast(x, dtype):
+    """x in ``dtype`` (None: unchanged)."""
+    if dtype is None:
+        return x
+    return x.astype(dtype, copy=False) if isinstance(x, np.ndarray) else dtype(x)
+
+
+def _symmetric_eig(W, ar=_FLOAT):
+    """(λ, E) with W = E diag(λ) Eᵀ when W is exactly symmetric, else None (cached per array)."""
+    key = (_digest(W), ar.dps)
+    if key in _EIG_CACHE:
+        return _EIG_CACHE[key]
+    eig = ar.eigh(W) if np.array_equal(W, W.T) else None   # None: not symmetric (cached too)
     if len(_EIG_CACHE) > 8:
         _EIG_CACHE.clear()
-    _EIG_CACHE[id(W)] = (W, lam, E)
-    return lam, E
+    _EIG_CACHE[key] = eig
+    return eig
+
+
+def _inv(A):
+    """A^{-1} by LAPACK getrf + getri (in A's precision; numpy's inv is a slower gesv, and slower still in
+    float32); raises numpy.linalg.LinAlgError when A is exactly singular."""
+    from scipy.linalg import lapack
+
+    # a C-ordered A is the Fortran-ordered Aᵀ: invert that without a copy, (Aᵀ)^{-1} = (A^{-1})ᵀ
+    At = A.T
+    getrf, getri, getri_lwork = lapack.get_lapack_funcs(("getrf", "getri", "getri_lwork"), (At,))
+    lu, piv, info = getrf(At, overwrite_a=True)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular matrix (getrf info {info})")
+    lwork, _ = getri_lwork(A.shape[0])
+    out, info = getri(lu, piv, lwork=int(lwork), overwrite_lu=True)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular matrix (getri info {info})")
+    return out.T
+
+
+def _grams(W, dtype=None):
+    """(W, Wᵀ, WᵀW, WWᵀ) in ``dtype`` (None: W's own), C-contiguous (cached per array and dtype)."""
+    d = _digest(W)
+    if d not in _GRAM_CACHE:
+        if len(_GRAM_CACHE) > 8:
+            _GRAM_CACHE.clear()
+        _GRAM_CACHE[d] = {}
+    per = _GRAM_CACHE[d]
+    key = None if dtype is None else np.dtype(dtype).str
+    if key not in per:
+        if dtype is None or np.dtype(dtype) == W.dtype:
+            per[key] = (W, np.ascontiguousarray(W.T), W.T @ W, W @ W.T)
+        else:
+            per[key] = tuple(np.ascontiguousarray(a, dtype=dtype) for a in _grams(W, None))
+    return per[key]
 
 
 class _HOperator:
@@ -324,71 +538,145 @@ class _HOperator:
 
     For a symmetric W = E diag(λ) Eᵀ (one cached ``eigh``) B2 splits into p independent 2×2 blocks
     [[1 − αλ, −βλ], [−γ'λ, 1 − δλ]]: every trace is a mean over λ and H v costs two products
-    with E (docs/theory.md §12.5). Otherwise H is one dense 2p×2p inverse."""
+    with E (docs/theory.md §12.5).
 
-    def __init__(self, W, C0, single: bool = False):
+    Otherwise (route 'pp', docs/theory.md §12.2) with κ = βγ', D = I − δWᵀ, A = I − αW and the
+    Schur complements N = DA − κWᵀW, N' = AD − κWWᵀ (D commutes with Wᵀ, A with W):
+
+      H_tt = N^{-1}D,  H_th = βN^{-1}Wᵀ,  H_ht = γ'N'^{-1}W,  H_hh = N'^{-1}A,
+
+    so T0 costs two p×p inverses and O(p²) sums against the cached WᵀW, WWᵀ, and the Jacobian four
+    p×p products (instead of one 2p×2p inverse and four 2p-block products). Route '2p'
+    (:data:`DENSE_ROUTE`) is the 2p×2p inverse itself; it is also the fallback when N or N' is singular."""
+
+    def __init__(self, W, C0, single: bool = False, ar=_FLOAT):
         p = W.shape[0]
-        self.W, self.p = W, p
-        self.C0 = np.array(C0, dtype=float)  # [[α, β], [γ', δ]]
+        self.W, self.p, self.ar = W, p, ar
+        self.C0 = ar.convert(C0)  # [[α, β], [γ', δ]], real
         al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
-        self._J = None
-        eig = _symmetric_eig(W)
+        self._J = self._J_low = None
+        self.H = self.Ni = None
+        eig = _symmetric_eig(W, ar)
         self.eig = eig
         if eig is not None:
             lam, _ = eig
             det = (1 - al * lam) * (1 - de * lam) - be * ga * lam * lam
             # h[a][b](λ): the (a, b) entry of the inverse 2×2 block at λ
             self.h = [[(1 - de * lam) / det, be * lam / det], [ga * lam / det, (1 - al * lam) / det]]
-            self.H = None
-            self.T0 = np.array([[np.mean(lam * self.h[a][b]) for b in range(2)] for a in range(2)])
+            self.T0 = ar.convert(np.array([[np.sum(lam * self.h[a][b]) / p for b in range(2)] for a in range(2)]))
             return
-        if single:
-            # float32 traces (rounding ~1e-6): only for the Anderson phase far from the fixed point
-            W = W.astype(np.float32)
-            H = np.linalg.inv(_B2(W, *(np.float32(v) for v in (al, be, ga, de))))
-        else:
-            H = np.linalg.inv(_B2(W, al, be, ga, de))
+        # the low precision (float32 in float64 arithmetic, rounding ~1e-6): only far from the fixed point
+        dtype = ar.low if single else ar.high
+        if DENSE_ROUTE == "pp" and self._pp(dtype):
+            return
+        Wd = _grams(W, dtype)[0]
+        H = ar.inv_p(_B2(Wd, *(_cast(v, dtype) for v in (al, be, ga, de))))
         self.H = H
-        W_T = W.T
-        self.T0 = np.array([[np.sum(W_T * H[:p, :p]), np.sum(W_T * H[:p, p:])],
-                            [np.sum(W * H[p:, :p]), np.sum(W * H[p:, p:])]], dtype=float) / p
+        W_T = Wd.T
+        self.T0 = ar.convert(np.array([[np.sum(W_T * H[:p, :p]), np.sum(W_T * H[:p, p:])],
+                                       [np.sum(Wd * H[p:, :p]), np.sum(Wd * H[p:, p:])]], dtype=object)) / p
+
+    def _pp(self, dtype) -> bool:
+        """The p×p route: N^{-1}, N'^{-1} and T0; False (nothing set) when N or N' is singular."""
+        p, ar = self.p, self.ar
+        al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
+        Wd, Wt, WtW, WWt = _grams(self.W, dtype)
+        a_, b_, g_, d_ = (_cast(v, dtype) for v in (al, be, ga, de))
+        base = -a_ * Wd - d_ * Wt
+        idx = np.arange(p)
+        base[idx, idx] += 1
+        q = a_ * d_ - b_ * g_
+        try:
+            Ni = ar.inv_p(base + q * WtW)
+            Npi = ar.inv_p(base + q * WWt)
+        except (np.linalg.LinAlgError, ZeroDivisionError):
+            return False
+        # tr(N^{-1}W) = Σ (N^{-1})_ij (Wᵀ)_ij etc. (WᵀW, WWᵀ symmetric), as dot products
+        sW, sWtW = ar.dot(Ni, Wt), ar.dot(Ni, WtW)
+        sWt, sWWt = ar.dot(Npi, Wd), ar.dot(Npi, WWt)
+        T0 = ar.convert(np.array([[sW - de * sWtW, be * sWtW], [ga * sWWt, sWt - al * sWWt]], dtype=object)) / p
+        if not np.all(ar.isfinite(T0)):
+            return False
+        self.Ni, self.Npi, self.T0 = Ni, Npi, T0
+        # a posteriori check with one probe v: ‖B2 (H v) − v‖/‖v‖ grows like cond(D) or cond(A) times the
+        # rounding (N = D·S, N' = A·S' are ill-conditioned near 1/δ or 1/α in the spectrum of W, B2 need not be)
+        v = ar.convert(np.cos(np.arange(2 * p) + 0.5))
+        x = self._solve(v)
+        xt, xh = x[:p], x[p:]
+        Bx = np.concatenate([xt - al * (self.W @ xt) - be * (self.W.T @ xh), xh - ga * (self.W @ xt) - de * (self.W.T @ xh)])
+        err = float(np.sqrt(ar.to_float(np.sum((Bx - v) ** 2)) / ar.to_float(np.sum(v * v))))
+        if not err < (PP_CHECK_LOW if dtype is not None and dtype is ar.low else PP_CHECK_TOL * ar.tol):
+            self.Ni = self.Npi = None
+            return False
+        return True
+
+    def J_low(self):
+        """The Jacobian J from float32 products (relative rounding ~1e-6) on the p×p route, else J:
+        enough for a Newton step, never for the derivative."""
+        if self.Ni is None or self._J is not None or self.ar.low is self.ar.high:
+            return self.J
+        if self._J_low is None:
+            self._J_low = self._jac_pp(self.ar.low)
+        return self._J_low
+
+    def _jac_pp(self, dtype):
+        """J on the p×p route from the products 𝒲_a H_ak in ``dtype``."""
+        p = self.p
+        al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
+        Wd, Wt = _grams(self.W, dtype)[:2]
+        Ni, Npi = _cast(self.Ni, dtype), _cast(self.Npi, dtype)
+        X1 = Wd @ Ni                 # W N^{-1}
+        X2 = X1 @ Wt                 # W N^{-1} Wᵀ
+        Y1 = Wt @ Npi                # Wᵀ N'^{-1}
+        Y2 = Y1 @ Wd                 # Wᵀ N'^{-1} W
+        # 𝒲_a H_ak: W H_tt = W N^{-1} D, W H_th = β W N^{-1} Wᵀ, Wᵀ H_ht = γ' Wᵀ N'^{-1} W, Wᵀ H_hh = Wᵀ N'^{-1} A
+        a_, b_, g_, d_ = (_cast(v, dtype) for v in (al, be, ga, de))
+        P = np.stack([X1 - d_ * X2, b_ * X2, g_ * Y2, Y1 - a_ * Y2])  # index 2a + k
+        # tr(P_i P_j) = vec(P_i)·vec(P_jᵀ): one 4×4 Gram product
+        G = self.ar.convert(P.reshape(4, -1) @ np.ascontiguousarray(P.transpose(0, 2, 1)).reshape(4, -1).T) / p
+        return G[_J_ROWS, _J_COLS]
 
     @property
     def J(self):
         if self._J is None:
-            J = np.empty((2, 2, 2, 2))
+            if self.Ni is not None:
+                self._J = self._jac_pp(np.float64)
+                return self._J
+            p, idx = self.p, [(a, b, k, l) for a in range(2) for b in range(2) for k in range(2) for l in range(2)]
             if self.eig is not None:
                 lam, h = self.eig[0], self.h
-                for a in range(2):
-                    for b in range(2):
-                        for k in range(2):
-                            for l in range(2):
-                                J[a, b, k, l] = np.mean(lam * h[a][k] * lam * h[l][b])
-                self._J = J
-                return J
-            p, H, W = self.p, self.H, self.W
-            blk = lambda a, b: H[a * p:(a + 1) * p, b * p:(b + 1) * p]
-            Wl = (W, W.T)
-            P = [[Wl[a] @ blk(a, k) for k in range(2)] for a in range(2)]  # 𝒲_a H_ak
-            for a in range(2):
-                for b in range(2):
-                    for k in range(2):
-                        for l in range(2):
-                            J[a, b, k, l] = np.sum(P[a][k] * P[l][b].T) / p
-            self._J = J
+                vals = [np.sum(lam * h[a][k] * lam * h[l][b]) / p for a, b, k, l in idx]
+            else:
+                W, H = self.W, self.H
+                blk = lambda a, b: H[a * p:(a + 1) * p, b * p:(b + 1) * p]
+                Wl = (W, W.T)
+                P = [[Wl[a] @ blk(a, k) for k in range(2)] for a in range(2)]  # 𝒲_a H_ak
+                vals = [np.sum(P[a][k] * P[l][b].T) / p for a, b, k, l in idx]
+            self._J = self.ar.convert(np.array(vals, dtype=object)).reshape(2, 2, 2, 2)
         return self._J
 
     def traces(self, C):
         dC = np.asarray(C) - self.C0
         if not np.any(dC):
             return self.T0
-        return self.T0 + np.einsum("abkl,kl->ab", self.J, dC)
+        return self.T0 + np.tensordot(self.J, dC, axes=([2, 3], [0, 1]))
 
     def _solve(self, v):
-        """H0 v (v of length 2p, real or complex)."""
+        """H0 v (v of shape (2p,) or (2p, k), real or complex)."""
+        p = self.p
+        if np.iscomplexobj(v):   # float64 complex: real and imaginary parts on the real inverse
+            return self._solve(v.real) + 1j * self._solve(v.imag)
+        if self.Ni is not None:
+            al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
+            W = self.W
+            vt, vh = v[:p], v[p:]
+            Wvt, Wtvt, Wvh, Wtvh = W @ vt, W.T @ vt, W @ vh, W.T @ vh
+            return np.concatenate([self.Ni @ (vt - de * Wtvt + be * Wtvh), self.Npi @ (ga * Wvt + vh - al * Wvh)])
         if self.eig is None:
             return self.H @ v
-        p, (_, E), h = self.p, self.eig, self.h
+        (_, E), h = self.eig, self.h
+        if v.ndim == 2:
+            h = [[x[:, None] for x in row] for row in h]
         a, b = E.T @ v[:p], E.T @ v[p:]
         return np.concatenate([E @ (h[0][0] * a + h[0][1] * b), E @ (h[1][0] * a + h[1][1] * b)])
 
@@ -413,7 +701,8 @@ def _p_traces(m, S, Hop=None, single: bool = False):
     H operator (a new one at real S, in float32 when ``single``, or ``Hop`` linearised when given)."""
     e, C = _C(S)
     if Hop is None:
-        Hop = _HOperator(m.W_traces, np.real(C), single=single)
+        ar = _ar(m)
+        Hop = _HOperator(m.W_traces, ar.real(C), single=single, ar=ar)
     T = Hop.traces(C)
     T1, T2, T3, T4 = T[0, 0], T[0, 1], T[1, 0], T[1, 1]
     P = {"lt": T1, "lh": T2, "gt": T3, "gh": T4,
@@ -426,31 +715,23 @@ def _p_traces(m, S, Hop=None, single: bool = False):
 def _sigma_nn(m, P, g):
     """Σ_nn (3×3) from the p-traces P and the n-traces g (the Y-part and the elliptic N-part)."""
     a1, c, s2, tau = m.a1, m.c, m.sigma2, m.tau
-    dtype = np.result_type(P["lt"], g)
-    S = np.zeros((3, 3), dtype=dtype)
-    S[X_, X_] = -a1 * P["gt"] - s2 * g[W_, U_]
-    S[X_, U_] = -a1 * P["gv"]
-    S[X_, W_] = -a1 * P["gh"] + s2 * tau * g[W_, X_]
-    S[U_, X_] = a1 * P["lt"] + s2 * tau * g[X_, U_]
-    S[U_, U_] = a1 * P["lv"]
-    S[U_, W_] = a1 * P["lh"] - s2 * g[X_, X_]
-    S[W_, X_] = c * P["vt"]
-    S[W_, U_] = c * P["vv"]
-    S[W_, W_] = c * P["vh"]
-    return S
+    # rows x, u, w; columns x, u, w
+    S = [[-a1 * P["gt"] - s2 * g[W_, U_], -a1 * P["gv"], -a1 * P["gh"] + s2 * tau * g[W_, X_]],
+         [a1 * P["lt"] + s2 * tau * g[X_, U_], a1 * P["lv"], a1 * P["lh"] - s2 * g[X_, X_]],
+         [c * P["vt"], c * P["vv"], c * P["vh"]]]
+    return np.array(S, dtype=np.asarray(g).dtype if np.asarray(g).dtype == object else None)
 
 
 def _G_nn(m, z, Snn):
     """The n-blocks G_nn(κ_m) = (L0_nn(κ_m) − Σ_nn)^{-1} at every diagonal node (shape (M, 3, 3))."""
     M = m.kappa.size
-    dtype = np.result_type(z, Snn)
-    L0 = np.zeros((M, 3, 3), dtype=dtype)
+    L0 = np.zeros((M, 3, 3)) + 0 * (Snn[None] + z)   # zeros of the type of Snn and z
     L0[:, X_, X_] = z
     L0[:, X_, W_] = m.kappa
     L0[:, U_, X_] = -m.kappa
-    L0[:, U_, U_] = 1.0
-    L0[:, W_, W_] = 1.0
-    return np.linalg.inv(L0 - Snn[None])
+    L0[:, U_, U_] = 1
+    L0[:, W_, W_] = 1
+    return _ar(m).inv(L0 - Snn[None])
 
 
 def pencil_map(m, g, z, Hop=None, single: bool = False):
@@ -485,7 +766,7 @@ def pencil_map(m, g, z, Hop=None, single: bool = False):
     P, Hop = _p_traces(m, S, Hop, single=single)
     Snn = _sigma_nn(m, P, g)
     Gn = _G_nn(m, z, Snn)
-    g_new = np.einsum("m,mij->ij", m.kw, Gn)
+    g_new = np.tensordot(m.kw, Gn, axes=1)
     return g_new, {"S": S, "P": P, "H": Hop, "Snn": Snn, "Gn": Gn}
 
 
@@ -512,22 +793,40 @@ ANDERSON_DEPTH = 5
 
 
 def _residual(gn, g) -> float:
-    """Entrywise relative change, each entry on the scale max(|g_k|, 1e-6·max|g|)."""
-    scale = np.maximum(np.abs(gn), 1e-6 * max(float(np.max(np.abs(gn))), 1e-300))
-    return float(np.max(np.abs(gn - g) / scale))
+    """Entrywise relative change, each entry on the scale max(|g_k|, 1e-6·max|g|) (a float)."""
+    a = np.asarray(np.abs(gn), dtype=float)
+    scale = np.maximum(a, 1e-6 * max(float(np.max(a)), 1e-300))
+    return float(np.max(np.asarray(np.abs(gn - g), dtype=float) / scale))
 
 
-def _jacobian(m, g, z, Hop, eta: float = 1e-20):
-    """∂Φ/∂g (9×9) at real (g, z) by complex steps through the linearised H operator."""
-    J = np.empty((9, 9))
+class _LowJ:
+    """The traces of an H operator linearised with its float32 Jacobian (:meth:`_HOperator.J_low`)."""
+
+    def __init__(self, Hop):
+        self.Hop = Hop
+
+    def traces(self, C):
+        dC = np.asarray(C) - self.Hop.C0
+        return self.Hop.T0 + np.tensordot(self.Hop.J_low(), dC, axes=([2, 3], [0, 1]))
+
+
+def _jacobian(m, g, z, Hop, eta=None, low: bool = False):
+    """∂Φ/∂g (9×9) at real (g, z) by complex steps (η = the arithmetic's ``step``: 1e-20 in float64)
+    through the linearised H operator (with ``low``, through its low-precision Jacobian: for Newton
+    steps only)."""
+    ar = _ar(m)
+    eta = ar.step if eta is None else eta
+    if low:
+        Hop = _LowJ(Hop)
+    cols = []
     for k in range(9):
-        d = np.zeros(9, dtype=complex)
-        d[k] = 1j * eta
-        J[:, k] = np.imag(pencil_map(m, g + d.reshape(3, 3), z, Hop)[0]).ravel() / eta
-    return J
+        d = ar.zeros(9, complex=True)
+        d[k] = ar.complex(0, eta)
+        cols.append(ar.imag(pencil_map(m, g + d.reshape(3, 3), z, Hop)[0]).ravel() / eta)
+    return np.array(cols).T
 
 
-def solve_pencil(m, z, g0=None, tol: float = PENCIL_TOL, maxiter: int = 300, newton: bool = False) -> PencilSolution:
+def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = False) -> PencilSolution:
     """Solve the Dyson fixed point g = Φ(g) (Φ = :func:`pencil_map`) at real z = γ > 0.
 
     An Anderson-accelerated damped iteration from the γ → ∞ start until the relative residual
@@ -542,8 +841,9 @@ def solve_pencil(m, z, g0=None, tol: float = PENCIL_TOL, maxiter: int = 300, new
         γ > 0.
     g0 : numpy.ndarray, optional
         Starting point (default the γ → ∞ limit: diag(1/γ, 1, 1)).
-    tol : float
-        Relative residual.
+    tol : float, optional
+        Relative residual (default the arithmetic's ``tol``: :data:`PENCIL_TOL` in float64,
+        10^{-(dps−3)} in mpmath); Newton stalling below 1000·tol counts as converged.
     maxiter : int
     newton : bool
         Start with Newton (for a warm start ``g0`` close to the solution).
@@ -561,7 +861,10 @@ def solve_pencil(m, z, g0=None, tol: float = PENCIL_TOL, maxiter: int = 300, new
     >>> sol.residual < 1e-12
     True
     """
-    g = np.diag([1.0 / z, 1.0, 1.0]) if g0 is None else np.array(g0, dtype=float)
+    ar = _ar(m)
+    tol = ar.tol if tol is None else tol
+    floor = tol * (PENCIL_FLOOR / PENCIL_TOL)
+    g = ar.convert(np.diag([1 / z, 1, 1]) if g0 is None else np.asarray(g0))
     res_prev = np.inf
     res = np.inf
     g_prev = g_prev_n = Hop_prev = None  # the last Newton iterate (set before they are read)
@@ -571,7 +874,7 @@ def solve_pencil(m, z, g0=None, tol: float = PENCIL_TOL, maxiter: int = 300, new
         gn, parts = pencil_map(m, g, z, single=not newton and not res < SINGLE_ABOVE)
         Hop = parts["H"]
         r = (gn - g).ravel()
-        res = _residual(gn, g) if np.all(np.isfinite(gn)) else np.inf
+        res = _residual(gn, g) if np.all(ar.isfinite(gn)) else np.inf
         if res < tol:
             return PencilSolution(g=gn, iterations=it, residual=res, Hop=Hop)
         if not np.isfinite(res):
@@ -586,44 +889,44 @@ def solve_pencil(m, z, g0=None, tol: float = PENCIL_TOL, maxiter: int = 300, new
                 if len(X) > ANDERSON_DEPTH + 1:
                     X.pop(0)
                     R.pop(0)
-                new = g.ravel() + 0.5 * r
+                new = g.ravel() + r / 2
                 if len(X) >= 2:
                     dR = np.diff(np.array(R), axis=0).T
                     dX = np.diff(np.array(X), axis=0).T
-                    coef = np.linalg.lstsq(dR, r, rcond=None)[0]
+                    coef = ar.lstsq(dR, r)
                     cand = g.ravel() + r - (dX + dR) @ coef
-                    if np.all(np.isfinite(cand)):
+                    if np.all(ar.isfinite(cand)):
                         new = cand
                 g = new.reshape(3, 3)
                 continue
-        if res >= res_prev and res_prev < PENCIL_FLOOR:
+        if res >= res_prev and res_prev < floor:
             # Newton stalls at the rounding floor of the dense traces: the previous point is converged
             return PencilSolution(g=g_prev_n, iterations=it, residual=res_prev, Hop=Hop_prev)
         if res > res_prev and it > 1:
             # Newton overshot: back to a damped step from the previous point
-            g = g_prev + 0.5 * (g - g_prev)
+            g = g_prev + (g - g_prev) / 2
             res_prev = np.inf
             continue
-        J = _jacobian(m, g, z, Hop)
+        J = _jacobian(m, g, z, Hop, low=True)
         try:
-            step = np.linalg.solve(np.eye(9) - J, r)
-        except np.linalg.LinAlgError:
-            step = 0.5 * r
-        if not np.all(np.isfinite(step)):
-            step = 0.5 * r
+            step = ar.solve(np.eye(9) - J, r)
+        except (np.linalg.LinAlgError, ZeroDivisionError):
+            step = r / 2
+        if not np.all(ar.isfinite(step)):
+            step = r / 2
         g_prev, res_prev, g_prev_n, Hop_prev = g, res, gn, Hop
         g = g + step.reshape(3, 3)
     raise ConvergenceError(f"the general-W Dyson iteration did not converge (residual {res:.3g})",
-                           residuals=[res], iterations=maxiter, point={"gamma": float(np.real(z))})
+                           residuals=[res], iterations=maxiter, point={"gamma": float(ar.real(z))})
 
 
 def _p_response(m, S, H, src):
-    """G_pp applied to a p-space source: src = dict block → vector (blocks t, v, h, g, l);
-    returns the 5 response vectors (dict)."""
+    """G_pp applied to a p-space source: src = dict block → vector (blocks t, v, h, g, l), each of
+    shape (p,) or (p, k) for k sources at once; returns the 5 response vectors (dict)."""
     p = m.p
     e, C = _C(S)
     alpha, beta, gam, delta = C[0, 0], C[0, 1], C[1, 0], C[1, 1]
-    zero = np.zeros(p)
+    zero = np.zeros_like(next(iter(src.values())))
     r = {k: src.get(k, zero) for k in "tvhgl"}
     rt = r["t"] + e * S["tv"] * r["v"] + beta * r["g"] + alpha * r["l"]
     rh = r["h"] + e * S["hv"] * r["v"] + delta * r["g"] + gam * r["l"]
@@ -635,7 +938,7 @@ def _p_response(m, S, H, src):
     return {"t": t, "v": v, "h": h, "g": gg, "l": ll}
 
 
-def resolvent_F(m, g, z, Hop=None, Hop_mu=None):
+def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
     """F(z) = ŷᵀ[L_full^{-1}]_xx ŷ at the n-traces g: the bulk value, corrected by Woodbury for
     the signal (Y → Y + μŷᵀ in every Y-slot, the ŷŷᵀ and êêᵀ kernel terms).
 
@@ -645,6 +948,9 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None):
     g : numpy.ndarray
         3×3 n-traces at the fixed point (or a complex-stepped perturbation of them).
     z : float or complex
+    Gbar : numpy.ndarray, optional
+        The 3×3 n-n quadratic forms of ŷ when the caller's fixed point has them (a pencil with more
+        blocks than §12.2's, e.g. :mod:`symattn.backends.hermite_blocks`); default: this pencil's.
 
     Returns
     -------
@@ -658,8 +964,11 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None):
     >>> bool(0 < resolvent_F(m, sol.g, 1.0) < 1)
     True
     """
-    gn, parts = pencil_map(m, g, z, Hop)
-    Gbar = gn  # E_κ G_nn: the n-n quadratic forms of ŷ, ê
+    if Gbar is None:
+        Gbar, parts = pencil_map(m, g, z, Hop)   # E_κ G_nn: the n-n quadratic forms of ŷ, ê
+        S, H = parts["S"], parts["H"]
+    else:
+        S, H = _sigma_pp(m, g), None
     F0 = Gbar[X_, X_]
     mu = m.mu
     has_mu = bool(np.any(mu))
@@ -679,14 +988,19 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None):
             # K += coef·vvᵀ: row u gets −coef (u − Kx), row x gets +coef at w (Kᵀw)
             pieces += [("nu", kind, "nx", kind, -coef), ("nx", kind, "nw", kind, coef)]
     nb = {"nx": X_, "nu": U_, "nw": W_}
-    S, H = parts["S"], parts["H"]
+    if H is None and has_mu:
+        H = _p_traces(m, S)[1]
     if m.W_traces is not m.W and has_mu:
-        H = Hop_mu if Hop_mu is not None else _HOperator(m.W, np.real(_C(S)[1]))
+        ar = _ar(m)
+        H = Hop_mu if Hop_mu is not None else _HOperator(m.W, ar.real(_C(S)[1]), ar=ar)
     # responses of G_pp to μ-sources in each p-block (5 blocks × 5 outputs)
     resp = {}
     if has_mu:
-        for b in "tvhgl":
-            resp[b] = _p_response(m, S, H, {b: mu})
+        # the five sources μ in block b (column j of each source matrix), solved together
+        src = {b: np.outer(mu, np.arange(5) == j) for j, b in enumerate("tvhgl")}
+        out = _p_response(m, S, H, src)
+        for j, b in enumerate("tvhgl"):
+            resp[b] = {k: out[k][:, j] for k in out}
 
     def form(left_blk, left_kind, right_blk, right_kind):
         """(left vector at left block)ᵀ 𝒢 (right vector at right block)."""
@@ -700,18 +1014,15 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None):
 
     R = len(pieces)
     # Δ = Σ_r A_r B_rᵀ with A_r = (row block, row kind) · coef, B_r = (col block, col kind)
-    cap = np.empty((R, R), dtype=np.result_type(Gbar, z, *(v for r in resp.values() for v in r.values())))
-    for i, (_, _, cb, ck, _) in enumerate(pieces):
-        for j, (rb, rk, _, _, coef) in enumerate(pieces):
-            cap[i, j] = coef * form(cb, ck, rb, rk)
-    cap += np.eye(R)
+    cap = np.array([[coef * form(cb, ck, rb, rk) for (rb, rk, _, _, coef) in pieces]
+                    for (_, _, cb, ck, _) in pieces]) + np.eye(R)
     left = np.array([coef * form("nx", "y", rb, rk) for (rb, rk, _, _, coef) in pieces])
     right = np.array([form(cb, ck, "nx", "y") for (_, _, cb, ck, _) in pieces])
-    return F0 - left @ np.linalg.solve(cap, right)
+    return F0 - left @ _ar(m).solve(cap, right)
 
 
 def general_w_error(f, c, gamma, W, mu=None, signal: str = "latent", diagonal: str = "f",
-                    limit: bool = False) -> dict:
+                    limit: bool = False, ctx=None) -> dict:
     r"""E_A(γ) = −γ² F'(γ) of the general-W theory at the points γ (one c).
 
     F'(γ) by implicit differentiation of the Dyson fixed point g* = Φ(g*, γ):
@@ -734,6 +1045,8 @@ def general_w_error(f, c, gamma, W, mu=None, signal: str = "latent", diagonal: s
     diagonal : {'f', 'zero'}
     limit : bool
         The p → ∞ form for W = I + finite rank (:func:`general_w_model`; no correction).
+    ctx : FloatContext or MPContext, optional
+        The arithmetic (default float64; :func:`general_w_model`).
 
     Returns
     -------
@@ -749,17 +1062,17 @@ def general_w_error(f, c, gamma, W, mu=None, signal: str = "latent", diagonal: s
     >>> bool(np.all((out["E"] > 0) & (out["E"] < 1)))
     True
     """
-    m = general_w_model(f, c, W, mu, signal=signal, diagonal=diagonal, limit=limit)
+    m = general_w_model(f, c, W, mu, signal=signal, diagonal=diagonal, limit=limit, ctx=ctx)
     out = dict(model_error(m, gamma), model=m)
     if signal == "latent" and not limit and np.any(m.mu):
-        dE = strong_direction_correction(f, m.c, gamma, m.W, m.mu, diagonal=diagonal)
+        dE = strong_direction_correction(f, float(c), gamma, W, mu, diagonal=diagonal, ctx=ctx)
         out["E_linear"] = out["E"]
         out["E"] = out["E"] + dE
         out["correction"] = dE
     return out
 
 
-def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f"):
+def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f", ctx=None):
     r"""The strong-direction (latent) correction of the general-W theory (docs/theory.md §12.3).
 
     Rule: condition on the one direction μ̂ = μ/‖μ‖. With b = μ̂ᵀWμ̂ the surrogate weight is
@@ -785,6 +1098,8 @@ def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f"):
     mu : numpy.ndarray
         The signal (nonzero).
     diagonal : {'f', 'zero'}
+    ctx : FloatContext or MPContext, optional
+        The arithmetic of both theories (default float64).
 
     Returns
     -------
@@ -801,9 +1116,9 @@ def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f"):
     (1,)
     """
     from ..model import Geometry
-    from .context import context
     from .finite_p import finite_p_error
 
+    ar = _arith(ctx)
     W = check_weights(W)
     p = W.shape[0]
     mu = check_mu(mu, p)
@@ -814,14 +1129,25 @@ def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f"):
     s = math.sqrt(abs(b - 1.0))
     sg = 1.0 if b >= 1.0 else -1.0
     r = math.sqrt(m2) * s
+    # the correction depends on W only through b: cached on (f, c, γ, μ, b, diagonal)
+    key = (f, float(c), gammas.tobytes(), mu.tobytes(), b, diagonal, ar.dps)
+    hit = _CORRECTION_CACHE.get(key)
+    if hit is not None:
+        return hit.copy()
     gram = np.array([[m2, r, sg * r], [r, s * s, sg * s * s], [sg * r, sg * s * s, s * s]])
     geom = Geometry.from_gram(gram, rank=1)
     n = max(2, int(round(p / float(c))))
-    E_fp = np.asarray(finite_p_error(context("numpy"), f, np.full(gammas.shape, float(c)), gammas, geom, n,
-                                     diagonal=diagonal), dtype=float)
+    E_fp = ar.convert(finite_p_error(ar, f, np.full(gammas.shape, float(c)), gammas, geom, n, diagonal=diagonal))
     W_hat = np.eye(p) + (b - 1.0) * np.outer(e, e)
-    E_ge = general_w_error(f, c, gammas, W_hat, mu, signal="linear", diagonal=diagonal)["E"]
+    E_ge = general_w_error(f, c, gammas, W_hat, mu, signal="linear", diagonal=diagonal, ctx=ar)["E"]
+    if len(_CORRECTION_CACHE) > 32:
+        _CORRECTION_CACHE.clear()
+    _CORRECTION_CACHE[key] = E_fp - E_ge
     return E_fp - E_ge
+
+
+#: strong-direction corrections already computed (see :func:`strong_direction_correction`)
+_CORRECTION_CACHE: dict = {}
 
 
 def model_error(m, gamma) -> dict:
@@ -851,130 +1177,26 @@ def model_error(m, gamma) -> dict:
     True
     """
     gammas = np.atleast_1d(np.asarray(gamma, dtype=float))
-    E, Fv = np.empty(gammas.shape), np.empty(gammas.shape)
+    ar = _ar(m)
+    E, Fv = [], []
     its, res = 0, 0.0
-    eta = 1e-20
-    for i in range(gammas.size):
-        # every γ from the γ → ∞ start diag(1/γ, 1, 1): a Newton warm start from another γ can land
-        # on a non-physical branch of the fixed point (seen at tanh, c = 0.5, γ = 0.01) and saves little
-        gm = float(gammas[i])
-        sol = solve_pencil(m, gm)
-        its += sol.iterations
-        res = max(res, sol.residual)
-        gs, Hop = sol.g, sol.Hop
-        J = _jacobian(m, gs, gm, Hop, eta)
-        dz = np.imag(pencil_map(m, gs.astype(complex), gm + 1j * eta * gm, Hop)[0]).ravel() / (eta * gm)
-        dg = np.linalg.solve(np.eye(9) - J, dz)
-        Hop_mu = None if m.W_traces is m.W else _HOperator(m.W, np.real(_C(_sigma_pp(m, gs))[1]))
-        Fc = resolvent_F(m, gs + 1j * eta * gm * dg.reshape(3, 3), gm + 1j * eta * gm, Hop, Hop_mu)
-        Fv[i] = float(np.real(Fc))
-        E[i] = -gm * gm * float(np.imag(Fc)) / (eta * gm)
+    with ar:
+        eta = ar.step
+        for gi in gammas:
+            # every γ from the γ → ∞ start diag(1/γ, 1, 1): a Newton warm start from another γ can land
+            # on a non-physical branch of the fixed point (seen at tanh, c = 0.5, γ = 0.01) and saves little
+            gm = ar.scalar(gi)
+            sol = solve_pencil(m, gm)
+            its += sol.iterations
+            res = max(res, sol.residual)
+            gs, Hop = sol.g, sol.Hop
+            J = _jacobian(m, gs, gm, Hop, eta)
+            zc = ar.complex(gm, eta * gm)
+            dz = ar.imag(pencil_map(m, gs, zc, Hop)[0]).ravel() / (eta * gm)
+            dg = ar.solve(np.eye(9) - J, dz)
+            Hop_mu = None if m.W_traces is m.W else _HOperator(m.W, ar.real(_C(_sigma_pp(m, gs))[1]), ar=ar)
+            Fc = resolvent_F(m, gs + ar.complex(0, eta * gm) * dg.reshape(3, 3), zc, Hop, Hop_mu)
+            Fv.append(ar.real(Fc))
+            E.append(-gm * gm * ar.imag(Fc) / (eta * gm))
+        E, Fv = (ar.convert(np.array(v, dtype=object)).reshape(gammas.shape) for v in (E, Fv))
     return {"E": E, "F": Fv, "iterations": its, "residual": res}
-
-
-def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "attention", backend: str = "numpy",
-                               n: int | None = None, diagonal: str = "f", errors: str = "raise",
-                               signal: str = "latent"):
-    r"""The public entry of the general-W theory: ``symattn.memorization_error(f, c, gamma, weights=W, mu=mu)``.
-
-    The kernel is exactly K = f(XᵀWX/√p)/√p with the given W (no rescaling), X = μyᵀ + Z,
-    p = W.shape[0] and n = round(p/c) (docs/theory.md §12). E_LR (``model='linear'``) does not
-    depend on W: it is the closed form of docs/theory.md §3 at ‖μ‖².
-
-    Parameters
-    ----------
-    f : activation spec
-    c : float or array_like
-        p/n (broadcast against ``gamma``).
-    gamma : float or array_like
-        γ > 0.
-    weights : array_like
-        W, p×p.
-    mu : array_like, optional
-        μ of length p (default 0).
-    model : {'attention', 'linear', 'both'}
-    backend : {'numpy'}
-        Only float64.
-    n : int, optional
-        Must equal round(p/c) when given.
-    diagonal : {'f', 'zero'}
-    errors : {'raise', 'nan'}
-    signal : {'latent', 'linear', 'conditional'}
-        The signal rule (module docstring); 'latent', the default, adds the strong-direction
-        correction of docs/theory.md §12.3 when μ ≠ 0.
-
-    Returns
-    -------
-    numpy.ndarray or dict
-        As :func:`symattn.memorization_error`.
-
-    Examples
-    --------
-    >>> E = general_memorization_error("tanh", 0.5, [0.1, 1.0], np.eye(30))
-    >>> E.shape, bool(np.all((E > 0) & (E < 1)))
-    ((2,), True)
-    """
-    import warnings
-
-    from ..activations.activation import activation as _activation
-    from ..errors import FailedPointsWarning
-    from ..model import check_c, check_gamma
-
-    if backend != "numpy":
-        raise ParameterError("backend", backend, "'numpy' with weights= (the general-W theory is float64 only)")
-    if model not in ("attention", "linear", "both"):
-        raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
-    if errors not in ("raise", "nan"):
-        raise ParameterError("errors", errors, "'raise' or 'nan'")
-    W = check_weights(weights)
-    p = W.shape[0]
-    mu = check_mu(mu, p)
-    c_arr, g_arr = check_c(c), check_gamma(gamma)
-    shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
-    cb, gb = (np.broadcast_to(v, shape).reshape(-1).astype(float) for v in (c_arr, g_arr))
-    for ci in np.unique(cb):
-        nn = int(round(p / ci))
-        if nn < 2:
-            raise ParameterError("c", float(ci), f"a ratio with n = round(p/c) >= 2 (p = {p})")
-        if n is not None and int(n) != nn:
-            raise ParameterError("n", n, f"None or round(p/c) = {nn} (p = {p} is fixed by the weights)")
-    out = {}
-    if model in ("attention", "both"):
-        fa = _activation(f)
-        E = np.full(cb.shape, np.nan)
-        failed = []
-        for ci in np.unique(cb):
-            idx = np.nonzero(cb == ci)[0]
-            try:
-                E[idx] = general_w_error(fa, ci, gb[idx], W, mu, signal=signal, diagonal=diagonal)["E"]
-            except ConvergenceError as err:
-                if errors == "raise" or len(idx) == 1:
-                    if errors == "raise":
-                        raise
-                    failed.append((float(ci), float(gb[idx[0]]), err.reason))
-                    continue
-                for j in idx:
-                    try:
-                        E[j] = general_w_error(fa, ci, [gb[j]], W, mu, signal=signal, diagonal=diagonal)["E"][0]
-                    except ConvergenceError as err2:
-                        failed.append((float(ci), float(gb[j]), err2.reason))
-        bad = ~np.isfinite(E) | (E < -1e-12) | (E > 1 + 1e-12)
-        for j in np.nonzero(bad & np.isfinite(E))[0]:
-            failed.append((float(cb[j]), float(gb[j]), f"impossible value E={E[j]!r} (outside [0, 1])"))
-            E[j] = np.nan
-        if failed and errors == "raise":
-            ci, gi, reason = failed[0]
-            raise ConvergenceError(reason, point={"c": ci, "gamma": gi, "model": "attention"})
-        if failed:
-            warnings.warn(FailedPointsWarning(f"{len(failed)} point(s) failed and are NaN: " + "; ".join(
-                f"c={a:g}, gamma={b:g}: {r}" for a, b, r in failed[:10]), failed), stacklevel=3)
-        out["attention"] = np.clip(E, 0.0, 1.0).reshape(shape)
-    if model in ("linear", "both"):
-        from ..backends.context import context
-        from ..backends.solver import linear_error
-
-        ctx = context("numpy")
-        with ctx:
-            El = linear_error(ctx, cb, gb, float(mu @ mu))
-        out["linear"] = np.asarray(El, dtype=float).reshape(shape)
-    return out if model == "both" else out[model]

@@ -319,10 +319,11 @@ def add_activation_arg(parser: argparse.ArgumentParser, positional: bool = False
         parser.add_argument("--activation", "-a", default=default, metavar="ACT", help=h + f" (default {default})")
 
 
-def add_gamma_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    """``--gamma/-g G [G ...]``: the ridge values."""
+def add_gamma_arg(parser: argparse.ArgumentParser, required: bool = True, zero: bool = False) -> None:
+    """``--gamma/-g G [G ...]``: the ridge values (``zero``: 0 is allowed, the ridgeless value where c < 1)."""
+    allowed = "0 <= gamma <= 1e12 (0: the ridgeless limit, c < 1 only)" if zero else "0 < gamma <= 1e12"
     parser.add_argument("--gamma", "-g", type=number, nargs="+", required=required, metavar="G",
-                        help="ridge values 0 < gamma <= 1e12 (one or more; a repeated --gamma adds values)")
+                        help=f"ridge values {allowed} (one or more; a repeated --gamma adds values)")
 
 
 def add_diagonal_arg(parser: argparse.ArgumentParser) -> None:

@@ -60,7 +60,7 @@ def add_parser(subparsers):
     add_activation_arg(p)
     p.add_argument("--c", type=number, nargs="+", required=True, metavar="C",
                    help="c = p/n, 0 < C <= 10000 (one or more; each is solved at every gamma)")
-    add_gamma_arg(p)
+    add_gamma_arg(p, zero=True)
     add_geometry_args(p)
     p.add_argument("--model", choices=("attention", "linear", "both"), default="both",
                    help="which error(s) to compute (default both)")
@@ -95,11 +95,26 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
     from ..errors import FailedPointsWarning
     from ..theory import solve
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FailedPointsWarning)  # the caller reports every failed point itself
-        res = solve(f, c, gamma, model=model, errors="nan" if keep_going else "raise", **kwargs)
-    row = np.asarray(np.asarray(res.E, dtype=object).astype(float)).reshape(-1)
-    failed = [(float(p["gamma"]), str(p.get("reason") or "no convergence")) for p in (res.failures or [])]
+    from ..errors import ConvergenceError
+    from ..theory import memorization_error
+
+    gamma = np.asarray(gamma, dtype=float).reshape(-1)
+    zero = gamma == 0
+    row = np.full(gamma.shape, np.nan)
+    failed = []
+    if zero.any():  # γ = 0: the ridgeless value (docs/theory.md §7.6); c >= 1 raises ParameterError naming gamma
+        try:
+            row[zero] = float(memorization_error(f, c, 0.0, model=model, **kwargs))
+        except ConvergenceError as exc:
+            if not keep_going:
+                raise
+            failed.append((0.0, str(exc)))
+    if (~zero).any():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FailedPointsWarning)  # the caller reports every failed point itself
+            res = solve(f, c, gamma[~zero], model=model, errors="nan" if keep_going else "raise", **kwargs)
+        row[~zero] = np.asarray(np.asarray(res.E, dtype=object).astype(float)).reshape(-1)
+        failed += [(float(p["gamma"]), str(p.get("reason") or "no convergence")) for p in (res.failures or [])]
     return row, failed
 
 
@@ -118,7 +133,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     c : float or sequence of float
         p/n; one value, or several (every (c, γ) point is solved).
     gamma : float or sequence of float
-        Ridge values γ > 0.
+        Ridge values 0 < γ <= 1e12, or γ = 0 for the ridgeless value (the γ → 0 limit, only where every
+        c < 1; :func:`symattn.memorization_error`, docs/theory.md §7.6).
     geometry : Geometry or dict, optional
         The Gram matrix of (μ, w_K, w_Q) (default μ = w = 0).
     model : {"both", "attention", "linear"}
@@ -170,7 +186,13 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     cs = np.array([float(check_c(ci)) for ci in items])  # one at a time: the message shows the bad value
     if cs.size == 0:
         raise ParameterError("c", c, "at least one value")
-    gamma = np.atleast_1d(check_gamma(gamma)).astype(float).ravel()
+    gamma = np.atleast_1d(np.asarray(gamma, dtype=object)).ravel()
+    zero = np.array([isinstance(g, (int, float)) and not isinstance(g, bool) and g == 0 for g in gamma], dtype=bool)
+    # γ = 0 is the ridgeless value (c < 1 only, :func:`symattn.memorization_error`); the others 0 < γ <= 1e12
+    gamma = np.array([0.0 if z else float(check_gamma(g)) for g, z in zip(gamma, zero)], dtype=float)
+    if zero.any() and cs.max() >= 1:
+        raise ParameterError("gamma", 0.0, "0 < gamma <= 1e12; gamma = 0 (the ridgeless limit) only where c < 1",
+                             hint=f"c={cs.max():g} >= 1, where the training error tends to 0 as gamma -> 0")
     dps = check_dps(dps)
     if n is not None:
         n = check_n(n)

@@ -162,7 +162,9 @@ def basis(ctx, rc, b0, b1, D0, D1, moments, linear):
         else:
             z = _roots(ctx, L3, L2, L1, D0)
             m, md = stieltjes_continuous(ctx, z, rc[:, None])
-            dz = -1 / ((3 * L3[:, None] * z + 2 * L2[:, None]) * z + L1[:, None])   # ∂z_i/∂D0
+            # ∂z_i/∂D0 = −1/Δ'(z_i), Δ'(z_i) = L3 ∏_{k≠i}(z_i − z_k): exact for the roots as computed (Horner's
+            # rule at two roots √γ apart loses the cancellation Σ ∂z_i/∂D0 = 0; docs/theory.md §5.8)
+            dz = -1 / (L3[:, None] * (z - np.roll(z, 1, axis=1)) * (z - np.roll(z, 2, axis=1)))
             order = np.argsort(absf(z), axis=1)
             zs, ms, ds = (np.take_along_axis(v, order, axis=1) for v in (z, m, md * dz))
             dzs = np.take_along_axis(dz, order, axis=1)

@@ -172,12 +172,16 @@ def _run(s: Settings, names, out: Path, progress, say, cache_dir, scheduler=None
             summary["figures"][res.name] = {"files": res.files, "agreement": agr, "note": res.note}
             say(f"  {res.name}: {', '.join(Path(f).name for f in res.files)}")
             unchecked = agr["excluded_strong"] - agr["strong_checked"]
-            say(f"    theory vs MC: {agr['agree']}/{agr['checked']} points within max(3 se, 3%) "
-                f"(max |gap| {100 * agr['max_rel_gap']:.1f}%)"
-                + (f"; strong signal (|t| > {STRONG_SIGNAL_T}): {agr['strong_agree']}/{agr['strong_checked']} "
-                   f"within the finite-p corrected theory" if agr["strong_checked"] else "")
-                + (f"; {unchecked} strong-signal points not checked (no corrected theory)" if unchecked else "")
-                + (f"; {agr['real_weights']} real-weight points not checked" if agr["real_weights"] else ""))
+            if agr["checked"] == 0 and agr["real_weights"] and not agr["excluded_strong"]:
+                say(f"    {agr['real_weights']} real-weight points: compared with their own theory in the note below"
+                    if res.note else f"    {agr['real_weights']} real-weight points (no theory of the same system)")
+            else:
+                say(f"    theory vs MC: {agr['agree']}/{agr['checked']} points within max(3 se, 3%) "
+                    f"(max |gap| {100 * agr['max_rel_gap']:.1f}%)"
+                    + (f"; strong signal (|t| > {STRONG_SIGNAL_T}): {agr['strong_agree']}/{agr['strong_checked']} "
+                       f"within the finite-p corrected theory" if agr["strong_checked"] else "")
+                    + (f"; {unchecked} strong-signal points not checked (no corrected theory)" if unchecked else "")
+                    + (f"; {agr['real_weights']} real-weight points not checked" if agr["real_weights"] else ""))
             if res.note:
                 say("    " + res.note)
         summary["figures"].setdefault(nm, {}).setdefault("seconds", 0.0)

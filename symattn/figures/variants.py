@@ -3,8 +3,8 @@ r"""Figures of the layer's variants (docs/theory.md §13): heads, residual, soft
 - ``fig_heads``: E against the number of heads H at fixed total width: H random heads of rank p/H
   each, W_h = A_hᵀB_h/√(qp), q = p/H (‖W_h‖_F²/p ≈ 1), tanh, c = 0.5, μ = 0. (a) the sum readout
   Φ = XΣ_hK_h: Monte Carlo against the summed general-W kernel (docs/theory.md §13.2); (b) the
-  concatenation Φ = [XK_1; …; XK_H]: Monte Carlo, with the theory where it exists (H = 1); E_LR
-  dashed in both.
+  concatenation Φ = [XK_1; …; XK_H]: Monte Carlo against the block-pencil theory of distinct heads
+  (docs/theory.md §13.2); E_LR dashed in both.
 - ``fig_residual``: Φ = X(I + K) against Φ = XK and E_LR over γ (tanh, c = 0.5): (a) μ = 0, (b)
   w_K = w_Q = μ, ‖μ‖² = 1 (the plain-layer runs are those of ``fig_mu0`` and ``fig_aligned``).
 - ``fig_softmax``: the row softmax (diagonal excluded, temperature τ) at γ = ε²γ̂, ε² = p/(n − 1)²,
@@ -148,7 +148,7 @@ def make_heads(s: Settings, runner: Runner, out: Path) -> FigureResult:
         ax.set_xscale("log", base=2)
         log_ticks(ax, Hs)
         what = (r"(a) sum $\Phi=X\sum_hK_h$" if ro == "sum" else
-                r"(b) concat $[XK_1;\dots;XK_H]$ (theory: $H=1$ only)")
+                r"(b) concat $[XK_1;\dots;XK_H]$ (block pencil, §13.2)")
         finish_axes(ax, r"number of heads $H$ (each of rank $p/H$)", what)
         add_legend(ax, entries, loc="best")
     fig.suptitle(rf"multi-head attention at fixed total width: $H$ random heads $W_h=A_h^\top B_h/\sqrt{{qp}}$, "
@@ -156,7 +156,7 @@ def make_heads(s: Settings, runner: Runner, out: Path) -> FigureResult:
                                                                                    "docs/theory.md §13.2"),
                  fontsize="small")
     return FigureResult("heads", rec, save(fig, rec, out, "fig_heads"),
-                        note="concat of distinct heads: Monte Carlo only (its theory is refused, docs/theory.md §13.2)")
+                        note="concat of distinct heads: the block pencil of docs/theory.md §13.2")
 
 
 # ============================================================================ fig_residual
