@@ -155,8 +155,22 @@ def test_cli_weights(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     ref = sa.memorization_error("tanh", 0.5, [0.1, 1.0], weights=W, mu=np.full(20, 0.2))
     np.testing.assert_allclose(data["E_attention"], ref, rtol=1e-12)
-    assert data["p"] == 20 and data["n"] == 40
-    for argv in (["--weights", str(tmp_path / "missing.npy")], ["--weights", "minilm:x"],
+    assert data["p"] == 20 and data["n"] == 40 and data["rank"] == 20 and data["structure"] == "free"
+    # a rank-3 W at p = 20 takes the Hermite blocks (rank <= p/4); --structure free forces the free noise
+    rng = np.random.default_rng(2)
+    low = rng.standard_normal((20, 3)) @ rng.standard_normal((3, 20))
+    np.save(tmp_path / "low.npy", low)
+    for structure in ("auto", "free"):
+        assert main(["solve", "-a", "tanh", "--c", "0.5", "--gamma", "1", "--weights", str(tmp_path / "low.npy"),
+                     "--structure", structure, "--model", "attention", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["rank"] == 3 and data["structure"] == {"auto": "blocks", "free": "free"}[structure]
+        ref = sa.memorization_error("tanh", 0.5, [1.0], weights=low, structure=structure)
+        np.testing.assert_allclose(data["E_attention"], ref, rtol=1e-12)
+    assert main(["solve", "-a", "tanh", "--c", "0.5", "--gamma", "1", "--weights", str(tmp_path / "low.npy")]) == 0
+    assert "kernel model: structured Hermite blocks" in capsys.readouterr().out
+    for argv in (["--weights", str(tmp_path / "missing.npy")], ["--weights", "minilm:x"], ["--structure", "blocks"],
+                 ["--weights", str(path), "--structure", "cubic"],
                  ["--weights", str(path), "--mu", "nope"], ["--weights", str(path), "--wk2", "1"],
                  ["--mu", "top"], ["--weights", str(path), "--mu", str(mu_path), "--snr", "2"]):
         try:

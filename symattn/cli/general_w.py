@@ -99,7 +99,8 @@ def load_mu(spec, W, snr=None) -> tuple:
     raise ParameterError("mu", spec, "zero, top or FILE.npy")
 
 
-def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str = "f", n=None) -> dict:
+def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str = "f", n=None,
+                 structure: str = "auto") -> dict:
     """The ``symattn solve --weights --json`` object (without provenance).
 
     Parameters
@@ -113,21 +114,25 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     diagonal : {'f', 'zero'}
     n : int or None
         Must equal round(p/c) when given.
+    structure : {'auto', 'blocks', 'free'}
+        The kernel model (:func:`symattn.backends.general_w_entry.kernel_structure`).
 
     Returns
     -------
     dict
-        ``{"gamma", "E_attention", "E_linear", "p", "n", "omega", "rho", "tau", "t"}``; with several c,
-        ``"c"`` and E_* as rows (one per c), ``"n"`` a list.
+        ``{"gamma", "E_attention", "E_linear", "p", "n", "omega", "rho", "tau", "t", "structure", "rank"}``;
+        with several c, ``"c"`` and E_* as rows (one per c), ``"n"`` a list; ``structure`` is the kernel
+        model used ('blocks' or 'free').
 
     Examples
     --------
-    >>> d = weights_data("tanh", 0.5, [1.0], np.eye(20), model="attention")
-    >>> d["p"], d["n"], round(d["rho"], 6)
-    (20, 40, 1.0)
+    >>> d = weights_data("tanh", 0.5, [1.0], np.eye(20), model="attention", structure="free")
+    >>> d["p"], d["n"], round(d["rho"], 6), d["structure"]
+    (20, 40, 1.0, 'free')
     """
     from ..activations.activation import activation
     from ..backends.general_w import general_w_constants
+    from ..backends.general_w_entry import kernel_structure
     from ..model import check_mu, check_weights
     from ..model import check_c, check_gamma
     from ..theory import memorization_error
@@ -144,7 +149,8 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     rows = {m: [] for m in models}
     ns = []
     for ci in cs:
-        E = memorization_error(f, ci, gamma, model=model, n=n, diagonal=diagonal, weights=W, mu=mu)
+        E = memorization_error(f, ci, gamma, model=model, n=n, diagonal=diagonal, weights=W, mu=mu,
+                               structure=structure)
         E = E if model == "both" else {model: E}
         for m in models:
             rows[m].append(np.asarray(E[m], dtype=float).tolist())
@@ -154,8 +160,10 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     out["gamma"] = gamma.tolist()
     for m in models:
         out[f"E_{m}"] = rows[m] if several else rows[m][0]
+    sv = np.linalg.svd(W, compute_uv=False)
     out.update({"p": p, "n": ns if several else ns[0], "omega": k.omega, "rho": k.rho, "tau": k.tau,
-                "a1": k.a1, "s2": k.s2, "t": k.t})
+                "a1": k.a1, "s2": k.s2, "t": k.t, "rank": int(np.sum(sv > 1e-10 * sv[0])) if sv[0] > 0 else 0,
+                "structure": kernel_structure(W, structure, diagonal=diagonal) if model != "linear" else None})
     return out
 
 
@@ -174,16 +182,20 @@ def run_weights(args) -> int:
         raise ParameterError("backend", args.backend, "numpy with --weights")
     W, wtext = load_weights(args.weights)
     mu, mtext = load_mu(args.mu, W, args.snr)
-    data = weights_data(args.activation, list(args.c), args.gamma, W, mu, args.model, args.diagonal, args.n)
+    data = weights_data(args.activation, list(args.c), args.gamma, W, mu, args.model, args.diagonal, args.n,
+                        getattr(args, "structure", "auto"))
     if args.json:
         params = {"command": "solve", "activation": args.activation, "c": list(args.c), "gamma": list(args.gamma),
                   "weights": args.weights, "mu": args.mu or "zero", "snr": args.snr, "model": args.model,
-                  "diagonal": args.diagonal, "n": args.n}
+                  "diagonal": args.diagonal, "n": args.n, "structure": getattr(args, "structure", "auto")}
         print_json(with_provenance(data, params, backend="numpy", dtype="float64"))
         return EXIT_OK
     print(f"activation {args.activation}; W = {wtext}: p = {data['p']}, ||W||_F^2/p = {fmt(data['omega'])}, "
           f"rho = tr W^2/||W||_F^2 = {fmt(data['rho'])}, tau = {fmt(data['tau'])}")
-    print(f"mu = {mtext}; t = mu^T W mu/sqrt(p) = {fmt(data['t'])}; general-W theory (docs/theory.md §12)")
+    model_text = {"blocks": "structured Hermite blocks (docs/theory.md §12.8)",
+                  "free": "free elliptic noise (docs/theory.md §12.1)", None: "not used"}[data["structure"]]
+    print(f"mu = {mtext}; t = mu^T W mu/sqrt(p) = {fmt(data['t'])}; general-W theory (docs/theory.md §12); "
+          f"rank W = {data['rank']}, kernel model: {model_text}")
     keys = [k for k in ("E_attention", "E_linear") if k in data]
     if "c" not in data:
         rows = [[fmt(g)] + [fmt(data[k][i], 8) for k in keys] for i, g in enumerate(data["gamma"])]

@@ -81,6 +81,10 @@ def add_parser(subparsers):
     p.add_argument("--mu", default=None, metavar="zero|top|FILE.npy",
                    help="with --weights: mu = 0 (default), sqrt(snr) x the top eigenvector of (W+W^T)/2 "
                         "(top; --snr, default 1), or a length-p vector from a .npy file")
+    p.add_argument("--structure", default="auto", choices=("auto", "blocks", "free"),
+                   help="with --weights: the model of the kernel's nonlinear part: free elliptic noise "
+                        "(docs/theory.md §12.1), structured Hermite blocks of a low-rank W (§12.8: a single "
+                        "head), or auto (default: blocks when rank W <= min(64, p/4))")
     return finish_command(p, run)
 
 
@@ -250,16 +254,16 @@ def _failure_message(failed: list, total: int) -> str:
 
 
 def run(args) -> int:
-    from ..errors import ConvergenceError, FiniteSizeWarning
+    from ..errors import ConvergenceError, FiniteSizeWarning, ParameterError
 
     if getattr(args, "weights", None) is not None:
         from .general_w import run_weights
 
         return run_weights(args)
     if getattr(args, "mu", None) is not None:
-        from ..errors import ParameterError
-
         raise ParameterError("mu", args.mu, "unset without --weights (use --snr and the geometry flags)")
+    if getattr(args, "structure", "auto") != "auto":
+        raise ParameterError("structure", args.structure, "auto unless --weights is given")
     geometry = geometry_from_args(args)
     correction = "finite-p" if args.finite_p else None
     data = solve_data(args.activation, args.c, args.gamma, geometry, args.model, args.backend, args.dps,
