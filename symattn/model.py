@@ -25,7 +25,8 @@ from .validation import _as_float_array, check_dps, check_int, check_nonnegative
 __all__ = [
     "DIAGONAL_MODES", "Geometry", "KernelConstants", "as_geometry", "kernel_constants", "dimension",
     "check_c", "check_gamma", "check_diagonal", "check_dps", "check_int", "check_positive", "check_nonnegative",
-    "check_n", "check_dimension", "check_weights", "check_mu", "N_MAX", "GEOMETRY_KEYS",
+    "check_n", "check_dimension", "check_weights", "check_mu", "weight_rank", "RANK_TOL", "N_MAX",
+    "GEOMETRY_KEYS",
 ]
 
 DIAGONAL_MODES = ("f", "zero")
@@ -276,6 +277,34 @@ class Geometry:
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Geometry) and self.rank == other.rank and np.array_equal(self.gram, other.gram)
+
+
+#: singular values of W below RANK_TOL·σ_1 count as zero (:func:`weight_rank`)
+RANK_TOL = 1e-10
+
+
+def weight_rank(W, singular_values=None) -> int:
+    """The rank of W: #{σ_k > RANK_TOL·σ_1} (0 for W = 0).
+
+    Parameters
+    ----------
+    W : array_like
+        p×p.
+    singular_values : array_like, optional
+        σ_1 >= σ_2 >= ... when already computed (W is then not decomposed again).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> weight_rank(np.outer([1.0, 2.0, 3.0], [1.0, 0.0, 1.0])), weight_rank(np.eye(3))
+    (1, 3)
+    """
+    s = np.linalg.svd(np.asarray(W, dtype=float), compute_uv=False) if singular_values is None else \
+        np.asarray(singular_values, dtype=float)
+    return int(np.sum(s > RANK_TOL * s[0])) if s.size and s[0] > 0 else 0
 
 
 def check_weights(W) -> np.ndarray:

@@ -75,36 +75,15 @@ class _Printer(PythonCodePrinter):
 @lru_cache(maxsize=None)
 def _compiled(rank: int, entry: tuple):
     """E_A and dE_A/d𝔊_ij as one Python function of the base symbols (c as √c): the steps of the
-    explicit formula that they need, printed as one straight-line program (pure arithmetic, so it
-    runs on float64 arrays and on object arrays of mpmath numbers alike)."""
+    explicit formula that they need, printed as one straight-line program (:func:`_program`; pure
+    arithmetic, so it runs on float64 arrays and on object arrays of mpmath numbers alike)."""
     ex = explicit_error(rank)
-    dE = ex.diff(ex.E_A, ex.gram[entry])
-    steps = dict(ex.steps)
-    need, todo = set(), [ex.E_A, dE]
-    while todo:  # the steps the two targets depend on
-        s = todo.pop()
-        if s in steps and s not in need:
-            need.add(s)
-            todo.extend(steps[s].free_symbols)
-    base = tuple(rc if b is c else b for b in ex.base)
-    names = {b: f"x{i}" for i, b in enumerate(base)}
-    printer = _Printer()
-    lines = []
-    for k, (s, expr) in enumerate(ex.steps):
-        if s in need:
-            names[s] = f"s{k}"
-            lines.append(f"    s{k} = " + printer.doprint(rationalise(expr).xreplace(
-                {v: sp.Symbol(n) for v, n in names.items() if v in expr.free_symbols or v is rc})))
-    src = f"def _fn(ONE, {', '.join(names[b] for b in base)}):\n" + "\n".join(lines) + \
-        f"\n    return {names[ex.E_A]}, {names[dE]}\n"
-    namespace = {}
-    exec(compile(src, f"<explicit E_A rank {rank}>", "exec"), namespace)  # generated from SymPy, no user input
-    return namespace["_fn"], ex
+    return _program(rank, (ex.E_A, ex.diff(ex.E_A, ex.gram[entry])))
 
 
 def _program(rank: int, targets, extra=()):
     """The straight-line program of ``targets`` (step symbols of the explicit formula) as one Python
-    function fn(ONE, *base, *extra) -> tuple of the targets (see :func:`_compiled`)."""
+    function fn(ONE, *base, *extra) -> tuple of the targets; the steps they need only, in order."""
     ex = explicit_error(rank)
     steps = dict(ex.steps)
     need, todo = set(), list(targets)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConvergenceError, ParameterError
-from ..model import check_mu, check_weights
+from ..model import check_mu, check_weights, weight_rank
 from .general_w import MPMATH_MAX_P, _arith, _digest, general_w_error
 from .hermite_blocks import MAX_BLOCK_RANK, hermite_block_constants, hermite_block_error
 
@@ -34,13 +34,15 @@ BLOCK_MAX_RANK = MAX_BLOCK_RANK
 BLOCK_MAX_FRACTION = 0.25
 #: Hermite-block constants already computed, keyed on (activation, W's content)
 _BLOCK_CONSTANTS: dict = {}
+#: ranks of the W already seen, keyed on W's content
+_RANKS: dict = {}
 
 
 def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagonal: str = "f",
                      signal: str = "latent") -> str:
     r"""The kernel model used for W: ``'blocks'`` (structured Hermite blocks) or ``'free'`` (elliptic noise).
 
-    'auto' gives 'blocks' when r = rank W = #{σ_k > 10^{-10} σ_1} satisfies r <= :data:`BLOCK_MAX_RANK` and
+    'auto' gives 'blocks' when r = rank W (:func:`symattn.model.weight_rank`) satisfies r <= :data:`BLOCK_MAX_RANK` and
     r <= p/4 (:data:`BLOCK_MAX_FRACTION`), the backend is
     numpy, the diagonal is f(x_iᵀWx_i/√p) and the signal rule is 'latent' or 'linear' (what the block
     solver implements), else 'free'. An explicit 'blocks' outside those raises ParameterError.
@@ -80,8 +82,12 @@ def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagona
     if not applies:
         return "free"
     W = np.asarray(W, dtype=float)
-    s = np.linalg.svd(W, compute_uv=False)
-    rank = int(np.sum(s > 1e-10 * s[0])) if s.size and s[0] > 0 else 0
+    key = _digest(W)
+    if key not in _RANKS:   # one SVD per W, not one per call
+        if len(_RANKS) > 16:
+            _RANKS.clear()
+        _RANKS[key] = weight_rank(W)
+    rank = _RANKS[key]
     return "blocks" if 0 < rank <= min(BLOCK_MAX_RANK, BLOCK_MAX_FRACTION * W.shape[0]) else "free"
 
 

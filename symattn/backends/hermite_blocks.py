@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import ConvergenceError, ParameterError
+from ..model import weight_rank
 from ..gauss import gauss_hermite
 from .general_w import (X_, U_, W_, _p_traces, _sigma_nn, _sigma_pp, general_w_model, resolvent_F,
                         strong_direction_correction)
@@ -113,10 +114,10 @@ def _fnum(f, x):
     return np.asarray(f.numpy(x), dtype=float)
 
 
-def _svd(W, tol=1e-10):
+def _svd(W):
     p = W.shape[0]
     U, S, Vt = np.linalg.svd(W)
-    r = int(np.sum(S > tol * S[0]))
+    r = weight_rank(W, S)
     omega = float(np.sum(W * W)) / p
     return U[:, :r], S[:r] / math.sqrt(p * omega), Vt[:r].T, omega
 

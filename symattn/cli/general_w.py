@@ -133,8 +133,7 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     from ..activations.activation import activation
     from ..backends.general_w import general_w_constants
     from ..backends.general_w_entry import kernel_structure
-    from ..model import check_mu, check_weights
-    from ..model import check_c, check_gamma
+    from ..model import check_c, check_gamma, check_mu, check_weights, weight_rank
     from ..theory import memorization_error
 
     W = check_weights(W)
@@ -160,9 +159,8 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     out["gamma"] = gamma.tolist()
     for m in models:
         out[f"E_{m}"] = rows[m] if several else rows[m][0]
-    sv = np.linalg.svd(W, compute_uv=False)
     out.update({"p": p, "n": ns if several else ns[0], "omega": k.omega, "rho": k.rho, "tau": k.tau,
-                "a1": k.a1, "s2": k.s2, "t": k.t, "rank": int(np.sum(sv > 1e-10 * sv[0])) if sv[0] > 0 else 0,
+                "a1": k.a1, "s2": k.s2, "t": k.t, "rank": weight_rank(W),
                 "structure": kernel_structure(W, structure, diagonal=diagonal) if model != "linear" else None})
     return out
 
