@@ -6,11 +6,18 @@ Prints, with the BLAS threads set by threadpoolctl (``--threads``, default 1):
   (the latter with the strong-direction correction), and for the symmetric part of W (eigen path);
 - the time of one dense 2p×2p inverse (the cost of one Dyson evaluation before the p×p route of
   docs/theory.md §12.2, which takes two p×p inverses instead) and the evaluations per γ;
-- the ratio of one theory γ-point to one exact Monte Carlo draw at the same size (n = 768, c = 0.5).
+- the ratio of one theory γ-point to one exact Monte Carlo draw at the same size (n = 768, c = 0.5): at μ = 0
+  (W's set-up made by a warm-up call), at μ = top including the set-up of that μ (the first call), and at
+  μ = top with it cached (a second call, the strong-direction correction recomputed);
+- for a single head (MiniLM layer 2 head 0, rank 32, else a rank-32 Gaussian product), the structured
+  Hermite-block path of docs/theory.md §12.8 that ``memorization_error`` takes for it: the set-up (the
+  constants over 5·10⁵ latent pairs, the 4000 token nodes, one SVD; cached per activation and W) and the
+  γ-points per second with the set-up cached, μ = 0 and μ = top, and the ratio of one γ-point to one
+  Monte Carlo draw of the same head.
 
 Target (issue): at least 2 γ-points/s, and one theory point cheaper than one Monte Carlo draw.
 
-Run:  python benchmarks/bench_general_w.py [--threads 1] [--draws 4]
+Run:  python benchmarks/bench_general_w.py [--threads 1] [--draws 4] [--head-only]
 """
 
 from __future__ import annotations
@@ -35,12 +42,67 @@ def weights(p=384):
         return rng.standard_normal((p, p)) / np.sqrt(p), "Ginibre G/sqrt(p)"
 
 
+def head_weights(p=384, r=32):
+    try:
+        from symattn import realweights as rw
+
+        return rw.layer_weight(rw.load_minilm(), 2, "unit", head=0), "MiniLM layer 2 head 0 (rank 32, unit scale)"
+    except sa.RealWeightsUnavailable:
+        rng = np.random.default_rng(2)
+        W = rng.standard_normal((p, r)) @ rng.standard_normal((r, p))
+        return W / np.sqrt(np.sum(W * W) / p), f"Gaussian product of rank {r}, unit scale"
+
+
+def single_head(gammas, draws, repeats=3):
+    """The Hermite-block path of one head: set-up, γ-points/s (set-up cached) and the ratio to one draw."""
+    from symattn.backends.general_w_entry import kernel_structure
+    from symattn.realweights import signal_direction
+
+    W, name = head_weights()
+    p = W.shape[0]
+    print(f"single head: {name}, p = {p}; kernel model: {kernel_structure(W)} (docs/theory.md §12.8)")
+    # warm-up of the one-time imports on a rank-2 W at p = 16 (every p = 384 set-up is timed below)
+    rng = np.random.default_rng(3)
+    small = rng.standard_normal((16, 2)) @ rng.standard_normal((2, 16)) / 4
+    sa.memorization_error("tanh", 0.5, [1.0], weights=small, mu=np.ones(16) / 4)
+    per_point = []
+    for label, mu in (("mu = 0", None), ("mu = top, ||mu||^2 = 1", signal_direction(W, 1.0))):
+        t = time.perf_counter()
+        sa.memorization_error("tanh", 0.5, gammas, weights=W, mu=mu)   # computes and caches the set-up
+        t_first = time.perf_counter() - t
+        times = []
+        for _ in range(repeats):
+            gw._CORRECTION_CACHE.clear()   # the strong-direction correction is recomputed, not looked up
+            t = time.perf_counter()
+            sa.memorization_error("tanh", 0.5, gammas, weights=W, mu=mu)
+            times.append(time.perf_counter() - t)
+        dt = min(times)
+        per_point.append(dt / len(gammas))
+        extra = " (incl. the strong-direction correction)" if mu is not None else ""
+        print(f"  blocks, {label}: {len(gammas) / dt:.2f} gamma-points/s with the set-up cached{extra} "
+              f"(best of {repeats}); set-up {t_first - dt:.2f} s (first call {t_first:.2f} s)")
+    t = time.perf_counter()
+    sa.simulate("tanh", n=round(p / 0.5), c=0.5, gamma=gammas, W=W, draws=draws, seed=0,
+                models=("attention",), progress=False)
+    t_draw = (time.perf_counter() - t) / draws
+    print(f"  Monte Carlo of the head: {t_draw:.3f} s per draw (n = {round(p / 0.5)})")
+    print(f"  ratio one block-theory gamma-point / one Monte Carlo draw: {per_point[0] / t_draw:.2f} (mu = 0), "
+          f"{per_point[1] / t_draw:.2f} (mu = top)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--draws", type=int, default=4)
+    ap.add_argument("--head-only", action="store_true", help="only the single-head (Hermite-block) lines")
     args = ap.parse_args(argv)
     gammas = [0.01, 0.1, 1.0, 10.0]
+    if args.head_only:
+        with threadpool_limits(limits=args.threads):
+            libs = ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
+            print(f"BLAS threads (threadpoolctl): {libs}; c = 0.5, tanh, gamma = {gammas}")
+            single_head(gammas, args.draws)
+        return
     W, name = weights()
     p = W.shape[0]
     from symattn.realweights import signal_direction
@@ -69,11 +131,18 @@ def main(argv=None):
             print(f"theory, {label}: {len(gammas) / dt:.2f} gamma-points/s{extra} "
                   f"({out['iterations'] / len(gammas):.1f} Dyson evaluations per gamma)")
             if mu is not None:
-                gw._CORRECTION_CACHE.clear()   # the finite-p latent kernels stay cached: the per-call cost
+                # again with the set-up of this μ cached (the surrogate's finite-p latent kernels, the model), the
+                # correction itself recomputed: the cost of a further γ-point
+                gw._CORRECTION_CACHE.clear()
+                t = time.perf_counter()
+                gw.general_w_error(sa.activation("tanh"), 0.5, gammas, W, mu)
+                dt2 = time.perf_counter() - t
+                per_point.append(dt2 / len(gammas))
+                gw._CORRECTION_CACHE.clear()
                 t = time.perf_counter()
                 gw.strong_direction_correction(sa.activation("tanh"), 0.5, gammas, W, mu)
-                print(f"  of which the strong-direction correction, set-up cached: {time.perf_counter() - t:.2f} s "
-                      f"for {len(gammas)} gamma")
+                print(f"  with the set-up of this mu cached: {len(gammas) / dt2:.2f} gamma-points/s, of which the "
+                      f"strong-direction correction {time.perf_counter() - t:.2f} s for {len(gammas)} gamma")
         # a symmetric W takes the eigen path (one eigh, then O(p^2) per evaluation; docs/theory.md §12.5)
         Ws = (W + W.T) / 2
         Ws = Ws / np.sqrt(np.sum(Ws * Ws) / p)
@@ -85,9 +154,11 @@ def main(argv=None):
         sa.simulate("tanh", n=round(p / 0.5), c=0.5, gamma=gammas, W=W, draws=args.draws, seed=0,
                     models=("attention",), progress=False)
         t_draw = (time.perf_counter() - t) / args.draws
-        t_point = float(np.mean(per_point))
         print(f"Monte Carlo: {t_draw:.3f} s per draw (n = {round(p / 0.5)}, all 4 gamma from one eigh)")
-        print(f"ratio one theory gamma-point / one Monte Carlo draw: {t_point / t_draw:.2f}")
+        print(f"ratio one theory gamma-point / one Monte Carlo draw: {per_point[0] / t_draw:.2f} (mu = 0), "
+              f"{per_point[1] / t_draw:.2f} (mu = top, incl. its set-up), {per_point[2] / t_draw:.2f} (mu = top, "
+              "set-up cached)")
+        single_head(gammas, args.draws)
 
 
 if __name__ == "__main__":

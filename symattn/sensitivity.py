@@ -22,9 +22,16 @@ along the solution gives the second-order implicit derivative
   (I − ∫∂g/∂e) ë = ∫ L²g dμ_S,   T̈_k = ∫ λ^j (L²K + Σ_l ∂K/∂e_l ë_l) dμ_S
 
 (K = q, k, r of docs/theory.md §5.3), all integrands derived in SymPy (:func:`_gamma_kernel`) and
-integrated on the quadrature solver's nodes. θ = c is not implemented: it moves the Marchenko–Pastur
-law itself. The evaluation is written once against an arithmetic context
-(:mod:`symattn.backends.context`): float64, or mpmath at any ``dps``.
+integrated on the quadrature solver's nodes.
+
+For θ = c the Marchenko–Pastur law itself moves, so the traces are not differentiated under the
+integral: dE/dc is the central difference [E(c + h) − E(c − h)]/(2h) of the closed-form solution
+(docs/theory.md §5.8) evaluated at D' = 2D + 10 digits with h = c·10^{−(D+4)/2}, for a result wanted
+to D digits (D = 16 in float64): truncation O((h/c)²) = 10^{−(D+4)}, rounding 10^{−D'}/(h/c) =
+10^{−(1.5D+8)} (:func:`_c_derivative`).
+
+The evaluation is written once against an arithmetic context (:mod:`symattn.backends.context`):
+float64, or mpmath at any ``dps``.
 """
 
 from __future__ import annotations
@@ -58,10 +65,10 @@ def _entry(wrt, rank):
     if (isinstance(wrt, tuple) and len(wrt) == 3 and wrt[0] == "gram"
             and all(isinstance(v, int) and 0 <= v <= 2 * rank for v in wrt[1:])):
         return tuple(sorted(wrt[1:]))
-    if wrt == "gamma":
-        return "gamma"
-    raise ParameterError("wrt", wrt, "'gamma', 'snr', 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one) or "
-                         f"('gram', i, j) with 0 <= i, j <= {2 * rank}; 'c' is not implemented")
+    if wrt in ("gamma", "c"):
+        return wrt
+    raise ParameterError("wrt", wrt, "'gamma', 'c', 'snr', 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one) or "
+                         f"('gram', i, j) with 0 <= i, j <= {2 * rank}")
 
 
 class _Printer(PythonCodePrinter):
@@ -182,6 +189,30 @@ def _gamma_derivative(ctx, sol, T, T_dot, geom_args, rank, a1v, cv, gv):
     return dE
 
 
+def _error_at(ctx, f, cv, gv, geom, diagonal):
+    """E_A at the points (cv, gv) (numbers of ``ctx``, not rounded to float64): the closed-form solution of
+    docs/theory.md §5.8, with the quadrature solver where the closed form does not apply."""
+    from .backends import closed
+
+    k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps if ctx.name == "mpmath" else None)
+    return closed.attention_points(ctx, cv, gv, k.a1, k.s2, k.d, ctx.convert(geom.gram), geom.rank)["E"]
+
+
+def _c_derivative(ctx, f, cb, gb, geom, diagonal):
+    """dE_A/dc at the float points (cb, gb) to the digits D of ``ctx`` (16 in float64): a central difference at
+    2D + 10 digits with the relative step 10^{−(D+4)/2} (module docstring), returned in ``ctx``'s numbers."""
+    import mpmath
+
+    D = 16 if ctx.dps is None else ctx.dps
+    hi = context("mpmath", 2 * D + 10)
+    with hi:
+        cv, gv = hi.convert(cb), hi.convert(gb)
+        h = cv * mpmath.mpf(10) ** (-(D + 4) / 2)
+        dE = (_error_at(hi, f, cv + h, gv, geom, diagonal) - _error_at(hi, f, cv - h, gv, geom, diagonal)) / (2 * h)
+    with ctx:
+        return ctx.convert(dE) if ctx.name == "mpmath" else np.asarray(hi.to_float(dE), dtype=float)
+
+
 def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: str = "numpy",
                 dps: int | None = None, diagonal: str = "f"):
     r"""dE_A/dθ for θ a Gram entry of the geometry or the ridge γ, by implicit differentiation
@@ -192,7 +223,9 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
     E_A = −γ² Σ_j (∂F/∂T_j) Ṫ_j at the traces T and Ṫ of the bulk solution. For θ = γ,
     dE/dγ = ∂E/∂γ + Σ_k (∂E/∂T_k) Ṫ_k + Σ_k (∂E/∂Ṫ_k) T̈_k, with T̈ from the second-order implicit
     derivative ë: (I − ∫∂g/∂e) ë = ∫ L²g dμ_S, L = ∂/∂γ + ė·∂/∂e (an identity check: E = −γ²F'(γ), so
-    dE/dγ = 2E/γ − γ²F''(γ)). θ = c is not implemented (it moves the Marchenko–Pastur law).
+    dE/dγ = 2E/γ − γ²F''(γ)). For θ = c (which moves the Marchenko–Pastur law) dE/dc is a central
+    difference of the closed-form solution at 2D + 10 digits, step h = c·10^{−(D+4)/2} (D the digits wanted:
+    16 in float64), whose truncation and rounding errors are below 10^{−D}.
 
     Parameters
     ----------
@@ -203,8 +236,7 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
         The Gram matrix 𝔊 of (μ, w_K, w_Q); None means μ = w = 0.
     wrt : str or tuple
         'gamma' (the ridge), 'snr' (‖μ‖²), 'mu_wk', 'mu_wq', 'wk2', 'wq2', 'wk_wq' (rank one), or
-        ('gram', i, j): the symmetric entry 𝔊_ij = 𝔊_ji (both change together). 'c' raises
-        ParameterError (not implemented).
+        ('gram', i, j): the symmetric entry 𝔊_ij = 𝔊_ji (both change together); or 'c' (the ratio p/n).
     backend : {'numpy', 'mpmath'}
         float64, or mpmath at ``dps`` digits (default 30).
     dps : int, optional
@@ -228,6 +260,9 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
     ctx = context(backend, dps)
     shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
     cb, gb = (np.broadcast_to(v, shape).reshape(-1) for v in (c_arr, g_arr))
+    if entry == "c":
+        dE = _c_derivative(ctx, f, cb, gb, geom, diagonal)
+        return np.asarray(dE, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
     with ctx:
         k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps if ctx.name == "mpmath" else None)
         cv, gv = ctx.convert(cb), ctx.convert(gb)

@@ -520,13 +520,17 @@ def _concat_F(m, g, z):
 
 
 def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0):
-    """The Dyson fixed point g = Φ(g) at real z: Anderson-accelerated damped iteration from diag(1/z, 1, …, 1),
-    then Newton–GMRES (Jacobian-vector products by complex steps) once the relative residual is below 1e-2."""
+    """The Dyson fixed point g = Φ(g): Anderson-accelerated damped iteration from diag(1/z, 1, …, 1), then, at real
+    z, Newton–GMRES (Jacobian-vector products by complex steps) once the relative residual is below
+    ``newton_below`` (0: never). A complex z (the spectral density is Im g_xx(−λ − iε)/π) uses the iteration only;
+    near the support's edge it converges slowly from this start (continue from a nearby solution instead)."""
     from scipy.sparse.linalg import LinearOperator, gmres
 
     N = 2 * m.H + 1
-    g = np.eye(N)
+    g = np.eye(N, dtype=np.result_type(z, float))
     g[0, 0] = 1.0 / z
+    if np.iscomplexobj(z):
+        newton_below = 0.0
     X, R = [], []
     res = np.inf
     best = (np.inf, None)
@@ -567,7 +571,8 @@ def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0):
                 new = cand
         g = new.reshape(N, N)
     raise ConvergenceError(f"the concat block-pencil Dyson iteration did not converge (residual {res:.3g})",
-                           residuals=[res], iterations=maxiter, point={"gamma": float(z)})
+                           residuals=[res], iterations=maxiter,
+                           point={"gamma": complex(z) if np.iscomplexobj(z) else float(z)})
 
 
 def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):

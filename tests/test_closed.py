@@ -234,27 +234,31 @@ def _diagonal(name):
 
 
 def _grid_check(name, geometry, c, g):
-    """closed vs quadrature on the grid; where they differ by more than 1e-12, the 30-digit closed form
-    decides (the quadrature itself is off by up to 3e-10 at c = 1, γ = 1e-6 for abs, with an estimate of 9e-12)."""
+    """closed vs quadrature on the grid; where they differ by more than 1e-12 (E or F), the 30-digit closed form
+    decides (the quadrature itself is off by up to 3e-10 at c = 1, γ = 1e-6 for abs, with an estimate of 9e-12,
+    and its F by 3.9e-11 for he4 at c = 1, γ = 1e-5). Returns the result, the F and E gaps to the quadrature, the
+    worst E error against 30 digits, and where F is confirmed (within 1e-12 of the quadrature or of 30 digits)."""
     geom, diagonal = GEOMETRIES[geometry], _diagonal(name)
     r = sa.solve(name, c[:, None], g, geometry=geom, diagonal=diagonal)
     q = sa.solve(name, c[:, None], g, geometry=geom, diagonal=diagonal, method="quadrature")
     F_gap = np.abs(r.F - q.F) / np.abs(q.F)
     gap = np.abs(r.E - q.E) / np.abs(q.E)
+    F_ok = F_gap <= 1e-12
     worst = 0.0
-    for i, j in zip(*np.nonzero(r.closed & (gap > 1e-12))):
+    for i, j in zip(*np.nonzero(r.closed & ((gap > 1e-12) | ~F_ok))):
         m = sa.solve(name, c[i], g[j], geometry=geom, diagonal=diagonal, backend="mpmath", dps=30)
-        ref = mpmath.mpf(m.E.item())
+        ref, F_ref = mpmath.mpf(m.E.item()), mpmath.mpf(m.F.item())
         err = float(abs(mpmath.mpf(float(r.E[i, j])) - ref) / ref)
         assert err <= 1e-12, (name, geometry, c[i], g[j], err)
         worst = max(worst, err)
-    return r, F_gap, gap, worst
+        F_ok[i, j] = float(abs(mpmath.mpf(float(r.F[i, j])) - F_ref) / F_ref) <= 1e-12
+    return r, F_gap, gap, worst, F_ok
 
 
 def test_grid_float64_fast():
     """A corner of the acceptance grid, rank 2: c ∈ {0.05, 1, 20}, γ ∈ {1e-6, 1, 1e3} (relu, he3 and cos
     at a similar grid: :func:`test_closed_equals_quadrature_float64`)."""
-    r, F_gap, gap, _ = _grid_check("sin", "rank2", np.array([0.05, 1.0, 20.0]), np.array([1e-6, 1.0, 1e3]))
+    r, F_gap, gap, _, _ = _grid_check("sin", "rank2", np.array([0.05, 1.0, 20.0]), np.array([1e-6, 1.0, 1e3]))
     assert r.closed.mean() >= 0.5
     assert np.all(F_gap[r.closed] <= 1e-12)
 
@@ -263,12 +267,12 @@ def test_grid_float64_fast():
 @pytest.mark.parametrize("geometry", ["aligned", "rank2"])
 @pytest.mark.parametrize("name", list(sa.CATALOG))
 def test_grid_float64_full(name, geometry):
-    """The acceptance grid (issue 15), float64: closed form = quadrature to 1e-12 (F), and E_A to 1e-12
-    against the 30-digit closed form wherever closed and quadrature differ by more than that."""
-    r, F_gap, gap, worst = _grid_check(name, geometry, GRID_C, GRID_GAMMA)
+    """The acceptance grid (issue 15), float64: closed form = quadrature to 1e-12 (F and E_A), or, wherever they
+    differ by more than that, the closed form = the 30-digit closed form to 1e-12 (the quadrature is the one off)."""
+    r, F_gap, gap, worst, F_ok = _grid_check(name, geometry, GRID_C, GRID_GAMMA)
     print(f"{name} {geometry}: closed {r.closed.mean():.0%}, max E gap {np.max(gap[r.closed]):.1e},"
           f" max F gap {np.max(F_gap[r.closed]):.1e}, worst against 30 digits {worst:.1e}")
-    assert np.all(F_gap[r.closed] <= 1e-11)
+    assert np.all(F_ok[r.closed])
 
 
 @pytest.mark.slow

@@ -362,6 +362,48 @@ def test_pp_route_equals_2p_inverse(kind, monkeypatch):
     np.testing.assert_allclose(E_new, E_ref, rtol=1e-10)
 
 
+def test_one_and_two_inverse_pp_routes_agree(monkeypatch):
+    """The one-inverse p×p route (det B2 = det N: the traces and their Jacobian from N^{-1} alone, docs/theory.md
+    §12.5) and the two-inverse route (N and N') against the dense 2p×2p inverse: T0, J and E to 1e-10."""
+    rng = np.random.default_rng(13)
+    p = 40
+    W = rng.standard_normal((p, p)) / np.sqrt(p)
+    C = np.array([[0.25, -0.9], [0.5, 0.15]])
+    one = gw._HOperator(W, C)
+    monkeypatch.setattr(gw, "PP_ONE_INVERSE", False)
+    two = gw._HOperator(W, C)
+    monkeypatch.setattr(gw, "DENSE_ROUTE", "2p")
+    ref = gw._HOperator(W, C)
+    assert one._one and not two._one and two.Npi is not None and ref.H is not None
+    for h in (one, two):
+        np.testing.assert_allclose(h.T0, ref.T0, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(h.J, ref.J, rtol=1e-10, atol=1e-12)
+    mu = rng.standard_normal(p) / np.sqrt(p)
+    f = sa.activation("tanh")
+    E = {}
+    for route, one_inverse in (("2p", True), ("pp", False), ("pp", True)):
+        monkeypatch.setattr(gw, "DENSE_ROUTE", route)
+        monkeypatch.setattr(gw, "PP_ONE_INVERSE", one_inverse)
+        E[route, one_inverse] = gw.general_w_error(f, 0.5, [0.05, 2.0], W, mu, signal="linear")["E"]
+    np.testing.assert_allclose(E["pp", True], E["2p", True], rtol=1e-10)
+    np.testing.assert_allclose(E["pp", False], E["2p", True], rtol=1e-10)
+
+
+def test_anderson_restart_converges_where_the_history_cycles(monkeypatch):
+    """A small-γ point whose Anderson history cycles (Ginibre W × 1.5, p = 120, tanh, c = 2, γ = 0.01): with the
+    restart from the best point it converges, to the value of another trajectory (float64 traces after the first
+    evaluation)."""
+    rng = np.random.default_rng(1)
+    p = 120
+    W = rng.standard_normal((p, p)) / np.sqrt(p) * 1.5
+    mu = rng.standard_normal(p) / np.sqrt(p) * 1.5
+    f = sa.activation("tanh")
+    E = gw.general_w_error(f, 2.0, [0.01], W, mu, signal="linear")["E"]
+    monkeypatch.setattr(gw, "SINGLE_ABOVE", np.inf)
+    E64 = gw.general_w_error(f, 2.0, [0.01], W, mu, signal="linear")["E"]
+    np.testing.assert_allclose(E, E64, rtol=1e-10)
+
+
 def test_mpmath_backend_agrees_with_float64():
     """The same formulas in the mpmath arithmetic (30 digits) against float64, non-symmetric W, at μ = 0 and
     μ ≠ 0 (the Gaussian-equivalent value, signal='linear'): to 1e-10 relative; both solve to their own

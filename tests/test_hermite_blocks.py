@@ -103,10 +103,118 @@ def test_block_with_vanishing_weights_is_free_noise():
     np.testing.assert_allclose(E_block, E_free, rtol=1e-4)
 
 
+def test_low_rank_traces_equal_the_pp_route():
+    """The 2r×2r Woodbury traces of a rank-r W equal general_w's p×p-route traces T0 at random real C, their
+    complex steps (one point and a batch of points) equal its Jacobian J·ΔC, and a batch of distinct real C
+    equals the points one by one."""
+    from symattn.backends.general_w import _HOperator
+
+    rng = np.random.default_rng(5)
+    W = _low_rank(p=60, r=7, seed=2)
+    T = gc._low_rank_traces(W)
+    assert isinstance(T, gc._LowRankTraces) and T.r == 7
+    eta = 1e-20
+    for _ in range(4):
+        C = 0.4 * rng.standard_normal((2, 2))
+        H = _HOperator(W, C)
+        np.testing.assert_allclose(T.traces(C), H.T0, rtol=1e-10, atol=1e-12)
+        dC = rng.standard_normal((2, 2, 3))
+        lin = np.tensordot(H.J, dC, axes=([2, 3], [0, 1]))
+        got = T.traces(C[:, :, None] + 1j * eta * dC)
+        np.testing.assert_allclose(got.imag / eta, lin, rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(T.traces(C + 1j * eta * dC[:, :, 0]).imag / eta, lin[:, :, 0], rtol=1e-9, atol=1e-11)
+    Cs = 0.4 * rng.standard_normal((2, 2, 3))
+    np.testing.assert_allclose(T.traces(Cs), np.stack([T.traces(Cs[:, :, j]) for j in range(3)], 2), rtol=1e-12)
+    # H(C) v against the explicit 2p×2p inverse of B2 (real C; one vector and a block of vectors)
+    p = W.shape[0]
+    C = 0.4 * rng.standard_normal((2, 2))
+    B2 = np.eye(2 * p) - np.block([[C[0, 0] * W, C[0, 1] * W.T], [C[1, 0] * W, C[1, 1] * W.T]])
+    v = rng.standard_normal((2 * p, 2))
+    np.testing.assert_allclose(T.apply(C, v), np.linalg.solve(B2, v), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(T.apply(C, v[:, 0]), np.linalg.solve(B2, v[:, 0]), rtol=1e-10, atol=1e-12)
+    dC = rng.standard_normal((2, 2))
+    ref = _HOperator(W, C).apply(C + 1j * eta * dC, v).imag / eta       # linearised in C − C0 there
+    np.testing.assert_allclose(T.apply(C + 1j * eta * dC, v).imag / eta, ref, rtol=1e-9, atol=1e-11)
+    assert gc._low_rank_traces(np.eye(20)) is None      # full rank: the p×p route
+
+
+def test_closed_form_token_scales_equal_the_feature_sums():
+    """ρ² = Σ_α m_α² Ĥ_α(u)²/Σ m_α² by the elementary-symmetric closed forms equals the explicit sum over the
+    C(r+2, 3) (and C(r+1, 2)) features (exact algebra)."""
+    rng = np.random.default_rng(6)
+    r = 6
+    shat = rng.uniform(0.1, 1.0, r)
+    shat /= np.linalg.norm(shat)
+    u = rng.standard_normal((300, r))
+    for closed, feat, idx in ((gc._scale3, gc._features, gc._triples), (gc._scale2, gc._features2, gc._pairs)):
+        m2 = np.prod(shat[idx(r)] ** 2, axis=1)
+        ref = feat(u, idx(r)) ** 2 @ m2 / m2.sum()
+        np.testing.assert_allclose(closed(u, shat**2), ref, rtol=1e-12)
+
+
+def _captured_model(f, W, **kw):
+    """The model, blocks, nodes and traces that hermite_block_error passes to its per-γ solver."""
+    seen = {}
+    orig = gc._point_implicit
+
+    def spy(m, z, blocks, nodes, traces):
+        seen.update(m=m, blocks=blocks, nodes=nodes, traces=traces)
+        return orig(m, z, blocks, nodes, traces)
+
+    gc._point_implicit = spy
+    try:
+        gc.hermite_block_error(f, 0.5, [1.0], W, **kw)
+    finally:
+        gc._point_implicit = orig
+    return seen
+
+
+@pytest.mark.parametrize("fname", ["tanh", "gelu"])
+def test_closed_form_jacobian_equals_complex_steps(fname):
+    """∂Φ/∂state and ∂Φ/∂γ of _jacobians (node part by dG = −G dL G, scalar part by complex steps) equal
+    complex steps through the whole map, one column at a time (tanh: blocks T33, P31 + P13; GELU: + T22)."""
+    f = sa.activation(fname)
+    W = _low_rank(p=60, r=5, seed=1)
+    s = _captured_model(f, W, pairs=20000, tokens=300)
+    m, blocks, nodes, tr = s["m"], s["blocks"], s["nodes"], s["traces"]
+    assert len(blocks) == (3 if fname == "gelu" else 2)
+    for z in (0.05, 2.0):
+        st = gc._solve(m, z, blocks, nodes, tr)[0]
+        out, J, Jz, _ = gc._jacobians(m, st, z, blocks, nodes, tr)
+        eta = 1e-20
+        ref = np.stack([gc._dyson_map(m, st + 1j * eta * e, z, blocks, nodes, tr)[0].imag / eta
+                        for e in np.eye(st.size)], 1)
+        np.testing.assert_allclose(J, ref, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref)))
+        ref_z = gc._dyson_map(m, st.astype(complex), complex(z, eta), blocks, nodes, tr)[0].imag / eta
+        np.testing.assert_allclose(Jz, ref_z, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref_z)))
+        np.testing.assert_allclose(out, gc._dyson_map(m, st, z, blocks, nodes, tr)[0], rtol=1e-13)
+
+
+@pytest.mark.parametrize("with_mu", [False, True])
+def test_implicit_derivative_and_low_rank_route_agree_with_the_reference_path(with_mu, monkeypatch):
+    """E_A by the implicit derivative (one fixed point per γ, Anderson + Newton, low-rank traces) equals the
+    central difference (three fixed points, relative step 1e-4) to its O(h²) truncation, and the p×p route of
+    general_w (low-rank traces switched off) to rounding, with the blocks on (rank-5 W, p = 60)."""
+    f = sa.activation("tanh")
+    W = _low_rank(p=60, r=5, seed=1)
+    mu = np.random.default_rng(8).standard_normal(60) / math.sqrt(60) * 1.2 if with_mu else None
+    k = gc.hermite_block_constants(f, W, pairs=20000)
+    g = [0.01, 0.3, 5.0]
+    kw = dict(mu=mu, constants=k, tokens=400, signal="linear")
+    E = gc.hermite_block_error(f, 0.5, g, W, **kw)
+    Ec = gc.hermite_block_error(f, 0.5, g, W, derivative="central", **kw)
+    np.testing.assert_allclose(E["E"], Ec["E"], rtol=1e-6)
+    np.testing.assert_allclose(E["F"], Ec["F"], rtol=1e-10)
+    monkeypatch.setattr(gc, "_low_rank_traces", lambda W: None)
+    Ep = gc.hermite_block_error(f, 0.5, g, W, **kw)
+    np.testing.assert_allclose(E["E"], Ep["E"], rtol=1e-8)
+    np.testing.assert_allclose(E["F"], Ep["F"], rtol=1e-10)
+
+
 def test_bad_parameters_rejected():
     W = _low_rank()
     k = _ge_constants(sa.activation("tanh"), W)
-    for kw in ({"signal": "conditional"}, {"blocks": ("44",)}):
+    for kw in ({"signal": "conditional"}, {"blocks": ("44",)}, {"derivative": "forward"}):
         with pytest.raises(sa.ParameterError):
             gc.hermite_block_error(sa.activation("tanh"), 0.5, [1.0], W, constants=k, **kw)
 

@@ -18,7 +18,8 @@ a1 ≠ 0, where two roots are large). A point is solved here when
   of Δ on [a, b] and Δ((a+b)/2) > 0);
 - no root of Δ meets the support (distance below :data:`SUPPORT_DISTANCE`·(b − a));
 - the estimated relative error of E_A (amplification × rounding, and a perturbation of the traces
-  through the Woodbury step) is at most :data:`CLOSED_ACCEPT` (float64) or 10^{6−dps} (mpmath).
+  through the Woodbury step, to first order in float64: :func:`_change_of_E`) is at most
+  :data:`CLOSED_ACCEPT` (float64) or 10^{6−dps} (mpmath).
 
 Every other point is left to the quadrature solver (:mod:`symattn.backends.solver`), which has the
 continuation in γ, the reduced a1 = d = 0 equation and the damped fixed point; the result's
@@ -86,6 +87,19 @@ class ClosedKernel:
     @property
     def slots(self):
         return self.moments + 2 * self.n
+
+    @property
+    def plan(self):
+        """The layout sorted by item, for :func:`integrate`: (the order of the coefficients, their
+        slots in that order, and the runs (item, first, end) of each item's coefficients)."""
+        if getattr(self, "_plan", None) is None:
+            items = np.array([i for i, _ in self.layout], dtype=int)
+            order = np.argsort(items, kind="stable")
+            slots = np.array([s for _, s in self.layout], dtype=int)[order]
+            present, starts = np.unique(items[order], return_index=True)
+            ends = np.r_[starts[1:], len(order)]
+            self._plan = (order, slots, [(int(i), int(a), int(b)) for i, a, b in zip(present, starts, ends)])
+        return self._plan
 
     def coefficients(self, *args, P: int, dtype=float):
         C = np.zeros((P, self.items, self.slots), dtype=dtype)
@@ -511,11 +525,12 @@ def _delta_mid_positive(ctx, rc, b0v, b1v, D0v, D1v):
     return (np.asarray(ctx.to_float(val), dtype=float) > 0) & (np.asarray(ctx.to_float(D0v), dtype=float) > 0)
 
 
-def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, both=False):
+def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, both=False, magnitudes=True):
     """∫ g_i dμ_S (or over the continuous part alone) for the items of ``kernel`` (P, items), and
     their magnitudes Σ|coefficient·basis| + (1 − c)_+|g_i(0)| (P, items). The atom's g_i(0) is
     evaluated from the integrand itself (its partial fractions would cancel at λ = 0). ``both``: the
-    values and magnitudes with the atom, then those of the continuous part (one evaluation)."""
+    values and magnitudes with the atom, then those of the continuous part (one evaluation).
+    ``magnitudes=False`` (float64): the magnitudes are not computed (zeros)."""
     dtype = object if ctx.name == "mpmath" else float
     if dtype is object:   # mpmath: only the nonzero coefficients (each product is a Python-level operation)
         vals = ctx.convert(np.zeros((P, kernel.items)))
@@ -525,10 +540,22 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
                 v = np.broadcast_to(v, (P,))
                 vals[:, i] = vals[:, i] + v * B.cont[:, s_]
                 mags[:, i] += np.abs(np.asarray(ctx.to_float(v), dtype=float)) * B.mag[:, s_]
-    else:
-        C = kernel.coefficients(*args, P=P, dtype=dtype)
-        vals = np.einsum("pis,ps->pi", C, B.cont)
-        mags = np.einsum("pis,ps->pi", np.abs(C), B.mag)
+    else:   # the nonzero coefficients (nnz, P) times their basis integrals, summed per item
+        vals, mags = np.zeros((P, kernel.items)), np.zeros((P, kernel.items))
+        if kernel.layout and P:
+            order, slots, runs = kernel.plan
+            out = kernel.fn(*args)
+            V = np.stack([out[k] for k in order])
+            W = V * np.ascontiguousarray(B.cont.T)[slots]
+            if magnitudes:
+                np.abs(V, out=V)
+                V *= np.ascontiguousarray(B.mag.T)[slots]
+            vt, mt = np.zeros((kernel.items, P)), np.zeros((kernel.items, P))
+            for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
+                np.sum(W[a_:b_], axis=0, out=vt[i])
+                if magnitudes:
+                    np.sum(V[a_:b_], axis=0, out=mt[i])
+            vals, mags = vt.T, mt.T
     cont = (vals, mags)
     if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
         g0 = np.zeros((P, kernel.items), dtype=dtype)
@@ -537,7 +564,8 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
         for i, v in zip(kernel.atom_items, kernel.atom_fn(*args)):
             g0[:, i] = np.broadcast_to(v, (P,))
         vals = vals + B.atom[:, None] * g0
-        mags = mags + np.abs(np.asarray(ctx.to_float(B.atom[:, None] * g0), dtype=float))
+        if magnitudes or dtype is object:
+            mags = mags + np.abs(np.asarray(ctx.to_float(B.atom[:, None] * g0), dtype=float))
     return (vals, mags) + cont if both else (vals, mags)
 
 
@@ -595,6 +623,9 @@ CONTINUATION_STRIDE = 8
 CONTINUATION_MAX_GAP = 2.5
 #: float64: Newton's iterates use the complex128 basis until the residual is below this
 FAST_SWITCH = 1e-12
+#: a coarse set of fewer points than this starts from (1/γ, 0, 0) rather than from a coarser level
+#: (each level costs a few Newton evaluations of fixed overhead, and the small ones are all overhead)
+CONTINUATION_DIRECT = 256
 
 
 def _start(ctx, p: _Points, idx, linear: bool):
@@ -634,7 +665,8 @@ def _start(ctx, p: _Points, idx, linear: bool):
     if not coarse:
         return e
     sub = np.unique(np.concatenate(coarse))
-    ec, _, conv, _, _ = solve_bulk_closed(ctx, p, idx[sub], linear, extended=False)   # starts only
+    direct = None if sub.size >= CONTINUATION_DIRECT else _initial_guess(ctx, p.gamma[idx[sub]])
+    ec, _, conv, _, _ = solve_bulk_closed(ctx, p, idx[sub], linear, extended=False, start=direct)   # starts only
     got = np.full((len(idx), 3), np.nan)
     got[sub[conv]] = ec[conv]
     for sec in sections:
@@ -764,14 +796,20 @@ def _solve_from(ctx, p: _Points, idx, linear: bool, e, extended: bool = True):
     return e, res, conv, de, iterations
 
 
-def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None, extended: bool = True):
+def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None, extended: bool = True,
+                  magnitudes=None):
     r"""T (P, 9), U (P, 3), Ṫ (P, 9) in closed form (the same as
     :func:`symattn.backends.solver.regular_traces`, without quadrature), the amplification of
     rounding in them (P,) and the mask of points whose roots stay off the support.
 
     ``noise``: a random generator; every basis integral is then perturbed by its error estimate
     u·magnitude (:func:`attention_closed` measures the effect on E_A). ``extended=False``: the float64
-    basis in complex128 (both orderings of the roots in the magnitudes), not numpy's longdouble."""
+    basis in complex128 (both orderings of the roots in the magnitudes), not numpy's longdouble.
+
+    ``magnitudes`` (dict), optional: without ``noise``, receives the basis magnitudes ``"B"`` (P, slots);
+    with ``noise`` (float64), the magnitudes of the unperturbed points (rows matching ``idx``) that set the
+    perturbation, so that the perturbed basis needs neither the second ordering of the roots nor
+    magnitudes of its own (and the amplification returned is then 0)."""
     from .solver import REGULAR_MIN_P
 
     mods = ctx.lambdify_modules
@@ -785,18 +823,24 @@ def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None, 
     tang = closed_kernel("tangent", linear, mods)
     kern = closed_kernel("regular-kernels", linear, mods)
     L = max(tang.moments, kern.moments)
-    B = _perturbed(ctx, basis(ctx, rc, b0v, b1v, w, s * Pv, L, linear, extended=extended, orderings=2), noise)
+    quick = noise is not None and magnitudes is not None and ctx.name == "numpy"   # perturbed, from given magnitudes
+    B = basis(ctx, rc, b0v, b1v, w, s * Pv, L, linear, extended=extended, orderings=1 if quick else 2)
+    if quick:
+        B.mag = magnitudes["B"]
+    elif magnitudes is not None:
+        magnitudes["B"] = B.mag
+    B = _perturbed(ctx, B, noise)
     Bt = _sub_basis(B, L, tang.moments, tang.n)
     Bk = _sub_basis(B, L, kern.moments, kern.n)
-    tv, tm = integrate(ctx, tang, Bt, rargs, n)
+    tv, tm = integrate(ctx, tang, Bt, rargs, n, magnitudes=not quick)
     J = tv[:, :9].reshape(-1, 3, 3)
     x_dot = ctx.solve(eye - J, tv[:, 9:12])
     if bump is not None:
         x_dot = bump(x_dot)
     kargs = rargs + (x_dot[:, 0], x_dot[:, 1], x_dot[:, 2])
-    kv, km, kvc, kmc = integrate(ctx, kern, Bk, kargs, n, both=True)
+    kv, km, kvc, kmc = integrate(ctx, kern, Bk, kargs, n, both=True, magnitudes=not quick)
     T, T_dot = kv[:, :9].copy(), kv[:, 11:20].copy()
-    amp = np.maximum(_amp(ctx, kv, km), _amp(ctx, tv, tm))
+    amp = np.zeros(n) if quick else np.maximum(_amp(ctx, kv, km), _amp(ctx, tv, tm))
     small = np.nonzero(np.asarray(ctx.to_float(Pv), dtype=float) < REGULAR_MIN_P)[0]
     if small.size:  # e1 bounded: the (e1, e2, e3) form (as in regular_traces)
         sub = idx[small]
@@ -825,7 +869,8 @@ def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None, 
     U[:, 0] = kvc[:, 9] - above / c_
     U[:, 1] = -e[:, 1] / c_
     U[:, 2] = kv[:, 10]
-    amp = np.maximum(amp, _amp(ctx, kvc[:, 9:10], kmc[:, 9:10]))
+    if not quick:
+        amp = np.maximum(amp, _amp(ctx, kvc[:, 9:10], kmc[:, 9:10]))
     return T, U, T_dot, amp, B.ok
 
 
@@ -914,7 +959,8 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     continue
                 idx, e, res, de = idx[conv], e[conv], res[conv], de[conv]
                 with np.errstate(all="ignore"):
-                    T, U, T_dot, amp, okb = closed_traces(work, p, e, idx, linear, extended=extended)
+                    mg = {}
+                    T, U, T_dot, amp, okb = closed_traces(work, p, e, idx, linear, extended=extended, magnitudes=mg)
                     gq = np.broadcast_to(gram_w, (len(idx),) + np.shape(gram_w)[-2:])
                     if np.ndim(gram_w) == 3 and np.shape(gram_w)[0] == P:
                         gq = gram_w[idx]
@@ -932,13 +978,10 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     # the basis integrals and e moved by their error estimates, DRAWS draws in one batch
                     rep = np.tile(np.arange(len(idx)), DRAWS)
                     ep = e[rep] + work.convert(np.tile(de, (DRAWS, 1)) * rng.uniform(-1, 1, (len(rep), 3)))
-                    Tp, Up, Tdp, _, _ = closed_traces(work, p, ep, idx[rep], linear, noise=rng,
-                                                   extended=extended)
-                    argsp = tuple(x[rep] for x in args[:2]) + (rank, args[3][rep])
-                    kwp = {k_: (None if v is None else v[rep]) for k_, v in kw.items()}
-                    prior = None if store is None else {k_: v[rep] for k_, v in store.items()}
-                    _, Fdp, _ = woodbury_scaled(work, Tp, Tdp, *argsp, centred=Up, prior=prior, **kwp)
-                    dE = np.abs(np.asarray(work.to_float(-(p.gamma[idx[rep]] ** 2) * Fdp - Ev[rep]), dtype=float))
+                    Tp, Up, Tdp, _, _ = closed_traces(work, p, ep, idx[rep], linear, noise=rng, extended=extended,
+                                                   magnitudes={"B": mg["B"][rep]})
+                    dE = np.abs(_change_of_E(work, Tp, Up, Tdp, (Tp - T[rep], Up - U[rep], Tdp - T_dot[rep]), args, kw,
+                                             Ev, p.gamma[idx], rep, store))
                     dE = np.max(dE.reshape(DRAWS, -1), axis=0)
                     est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
                 good = okb & np.isfinite(est)
@@ -960,7 +1003,7 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
                     prior=None):
     r"""F and F'(γ) by the Woodbury identity (:func:`symattn.backends.solver.woodbury`, docs/theory.md §6.6),
     with the float64 solve of v = (I + ĈΓ)^{-1}e_0 on the equilibrated matrix R(I + ĈΓ)S (R, S diagonal
-    powers of two: every row, then every column, of largest entry in [1/2, 1)).
+    powers of two: every row, then every column, of 1-norm in [1/2, 1)).
 
     At small γ, Γ ~ 1/γ makes I + ĈΓ badly scaled (condition ~ 1/γ) but not ill-conditioned: the
     equilibrated condition number κ_s (1-norm, from the inverse) stays ~10²; only points with
@@ -971,7 +1014,7 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
     computed then: the perturbed evaluations of :func:`attention_closed` follow the unperturbed one).
 
     ``store`` (dict), optional: receives ``v`` (P, N) and the inverse ``Minv`` (P, N, N) of I + ĈΓ (NaN
-    where not computed). ``prior`` (such a dict, rows matching these points), optional: for a system
+    where not computed), and Ĉ, Γ̇ (``Ch``, ``Gdot``) for the first-order changes of :func:`_change_of_E`. ``prior`` (such a dict, rows matching these points), optional: for a system
     within rounding of the stored one, v = v₀ + M₀⁻¹(e_0 − (I + ĈΓ)v₀) (one step of iterative
     refinement: the error of v is then of the order of the change squared, far below rounding) in place
     of a new solve (float64 only).
@@ -1013,7 +1056,7 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
     kappa = np.full(P, np.inf if exact is None else np.nan)
     F, Fd = np.full(P, np.nan), np.full(P, np.nan)
     with np.errstate(all="ignore"):
-        good = np.all(np.isfinite(M), axis=(1, 2)) & (True if exact is None else ~exact)
+        good = np.all(np.isfinite(np.einsum("pij->pi", M)), axis=1) & (True if exact is None else ~exact)
         if prior is not None and exact is not None:   # one refinement step from the stored solution
             v0, Mi0 = prior["v"], prior["Minv"]
             ref = good & np.all(np.isfinite(v0), axis=1) & np.all(np.isfinite(Mi0), axis=(1, 2))
@@ -1027,14 +1070,18 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
             good &= ~ref
         gsel = slice(None) if good.all() else good   # a view in the common case (M is not used again)
         Mg = M[gsel]
-        r = 1 / np.max(np.abs(Mg), axis=2)           # row scales, then column scales
+        # row scales, then column scales: powers of two (exact), 1-norms in [1/2, 1) (einsum: numpy's
+        # reductions over a short last axis are slow)
+        r = np.ldexp(1.0, -np.frexp(np.einsum("pij->pi", np.abs(Mg)))[1])
         Mg *= r[:, :, None]
-        sc = 1 / np.max(np.abs(Mg), axis=1)
+        aM = np.abs(Mg)
+        sc = np.ldexp(1.0, -np.frexp(np.einsum("pij->pj", aM))[1])
         Mg *= sc[:, None, :]
-        rhs = np.zeros(Mg.shape[:2])
-        rhs[:, 0] = r[:, 0]
-        sing = ~np.all(np.isfinite(Mg), axis=(1, 2))
-        Mg[sing] = np.eye(N)
+        aM *= sc[:, None, :]
+        colsum = np.einsum("pij->pj", aM)
+        sing = ~np.all(np.isfinite(colsum), axis=1)
+        if sing.any():
+            Mg[sing] = np.eye(N)
         if exact is None:   # the inverse, for κ_s in the 1-norm
             try:
                 Minv = np.linalg.inv(Mg)
@@ -1046,10 +1093,12 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
                     except np.linalg.LinAlgError:
                         sing[i] = True
             y = Minv[:, :, 0] * r[:, :1]
-            k = np.max(np.sum(np.abs(Mg), axis=1), axis=1) * np.max(np.sum(np.abs(Minv), axis=1), axis=1)
+            k = np.max(colsum, axis=1) * np.max(np.einsum("pij->pj", np.abs(Minv)), axis=1)
             k[sing] = np.inf
             kappa[good] = np.where(np.isfinite(k), k, np.inf)
         else:
+            rhs = np.zeros(Mg.shape[:2])
+            rhs[:, 0] = r[:, 0]
             try:
                 y = np.linalg.solve(Mg, rhs[:, :, None])[:, :, 0]
             except np.linalg.LinAlgError:
@@ -1057,12 +1106,20 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
             y[sing] = np.nan
         v = sc * y                                  # S (RMS)^{-1} R e_0
         if store is not None:
-            store["v"], store["Minv"] = np.full((P, N), np.nan), np.full((P, N, N), np.nan)
-            store["v"][good] = v
+            store["Ch"], store["Gdot"] = Ch, Gdot
             if exact is None:
-                store["Minv"][good] = sc[:, :, None] * Minv * r[:, None, :]   # M^{-1} = S (RMS)^{-1} R
-        Fd[gsel] = ((Gdot[gsel] @ v[:, :, None])[:, :, 0] * v).sum(axis=-1)
-        F[gsel] = (Gam[gsel, 0, :] * v).sum(axis=-1)
+                Minv *= sc[:, :, None]                  # M^{-1} = S (RMS)^{-1} R
+                Minv *= r[:, None, :]
+            if isinstance(gsel, slice):
+                store["v"] = v
+                store["Minv"] = Minv if exact is None else np.full((P, N, N), np.nan)
+            else:
+                store["v"], store["Minv"] = np.full((P, N), np.nan), np.full((P, N, N), np.nan)
+                store["v"][good] = v
+                if exact is None:
+                    store["Minv"][good] = Minv
+        Fd[gsel] = np.einsum("pi,pij,pj->p", v, Gdot[gsel], v)
+        F[gsel] = np.einsum("pi,pi->p", Gam[gsel, 0, :], v)
     if exact is None:
         exact = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
     if exact.any():
@@ -1076,7 +1133,8 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
 def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2, store=None):
     """κ·max(16u, residual), κ from perturbing T, U, Ṫ by relative δ = 2⁸u (as
     :func:`symattn.backends.solver.precision_estimate`); ``store``: the unperturbed Woodbury solve
-    (:func:`woodbury_scaled`), refined for the perturbed systems rather than solved again."""
+    (:func:`woodbury_scaled`), from which :func:`_change_of_E` takes the change of E_A to first order
+    rather than solving the perturbed systems."""
     u = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
     delta = u * 2.0**8
     rng = np.random.default_rng(12345)
@@ -1088,18 +1146,76 @@ def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2, store=None
 
     P = len(E0)
     rep = np.tile(np.arange(P), draws)   # the draws in one batch
-    argsp = tuple(x[rep] for x in args[:2]) + (args[2], args[3][rep])
-    kwp = {k_: (None if v is None else v[rep]) for k_, v in kw.items()}
     with np.errstate(all="ignore"):
-        prior = None if store is None else {k_: v[rep] for k_, v in store.items()}
-        _, Fd, _ = woodbury_scaled(ctx, bump(T[rep]), bump(T_dot[rep]), *argsp, centred=bump(U[rep]), prior=prior,
-                                   **kwp)
-        dE = np.abs(np.asarray(ctx.to_float(-(g[rep] ** 2) * Fd - E[rep]), dtype=float))
+        Tr, Tdr, Ur = T[rep], T_dot[rep], U[rep]
+        Tp, Tdp, Up = bump(Tr), bump(Tdr), bump(Ur)
+        dE = np.abs(_change_of_E(ctx, Tp, Up, Tdp, (Tp - Tr, Up - Ur, Tdp - Tdr), args, kw, E, g, rep, store))
         k = np.where(dE == 0, 0.0, dE / (E0[rep] * delta))
     k = np.where(np.isnan(k), np.inf, k)
     kappa = np.maximum(kappa, np.max(k.reshape(draws, P), axis=0))
     floor = np.maximum(16 * u, np.asarray(res, dtype=float))
     return np.maximum(kappa, 1.0) * floor
+
+
+def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
+    r"""E_A at the perturbed traces ``Tp``, ``Up``, ``Tdp`` (rows ``rep`` of the unperturbed points)
+    minus E_A there (``E``), as floats.
+
+    With ``store`` (the unperturbed solve of :func:`woodbury_scaled`, float64): to first order in the
+    perturbations ``change`` = (ΔT, ΔU, ΔṪ). Γ is affine in the traces, so ΔΓ = Γ̇(ΔT, ΔU) and
+    ΔΓ̇ = Γ̇(ΔṪ) (the nonzero entries of the ``gamma-dot`` kernel, no cancellation); Δv = −M⁻¹ĈΔΓv and,
+    Γ̇ symmetric, ΔE = −γ²(2(Γ̇v)·Δv + v·ΔΓ̇v) = −γ²(v·ΔΓ̇v − 2z·ΔΓv) with the adjoint z = ĈᵀM⁻ᵀΓ̇v
+    (computed once, kept in ``store``). The perturbations are 2⁸u relative or below, so the terms of
+    second order are below rounding; no new solve and no product ĈΓ. Points without a stored inverse
+    (the exact rational step of :func:`woodbury_scaled`), and mpmath: the perturbed solve itself.
+    """
+    from .solver import KERNELS
+    from .kernels import gram_values
+
+    n = len(rep)
+    A, gram, rank, rc = args
+    dE = np.full(n, np.nan)
+    full = np.ones(n, dtype=bool)
+    if store is not None and "Gdot" in store:
+        Pn = store["v"].shape[0]
+        ok = np.all(np.isfinite(store["v"]), axis=1) & np.all(np.isfinite(np.einsum("pij->pi", store["Minv"])), axis=1)
+        if kw.get("exact") is not None:   # solved by the exact step: the stored float64 solve is not the value
+            ok &= ~np.asarray(kw["exact"], dtype=bool)
+        full = ~ok[rep]
+        if "z" not in store:   # the adjoint z = Ĉᵀ M⁻ᵀ Γ̇v, once: then (Γ̇v)·Δv = −z·ΔΓv for every perturbation
+            y = np.einsum("pji,pj->pi", store["Minv"], np.einsum("pij,pj->pi", store["Gdot"], store["v"]))
+            store["z"] = np.einsum("pji,pj->pi", store["Ch"], y)
+        dT, dU, dTd = change
+        kdot = KERNELS["numpy"][f"gamma-dot-r{rank}"]
+        entries, fn = kdot.entries, getattr(kdot, "_exprs", None)   # the compiled entries of the MatrixFunction
+        g2 = np.asarray(g, dtype=float) ** 2
+        # the rows of ``rep`` in blocks of the stored points in order (the draws): no gathered copies of
+        # the (P, N, N) arrays
+        blocks = ([slice(k * Pn, (k + 1) * Pn) for k in range(n // Pn)]
+                  if Pn and n % Pn == 0 and np.array_equal(rep, np.tile(np.arange(Pn), n // Pn)) else [rep])
+        for bl in blocks:
+            at = slice(None) if isinstance(bl, slice) else bl   # the stored points of these rows
+            v, z = store["v"][at], store["z"][at]
+            gv = gram_values(gram[at])
+            vT = np.ascontiguousarray(v.T)
+            N = len(vT)
+            dGv, vdGdv = np.zeros((N, len(v))), np.zeros(len(v))
+            if entries:   # ΔΓv and v·ΔΓ̇v from the nonzero entries of Γ̇ (no dense (P, N, N) matrices)
+                vals_T = fn(*np.concatenate([dT[bl, :6], dU[bl]], axis=1).T, *gv, rc[at])
+                vals_Td = fn(*dTd[bl].T, *gv, rc[at])
+                for (i, j), x, xd in zip(entries, vals_T, vals_Td):
+                    dGv[i] += x * vT[j]
+                    vdGdv += xd * (vT[i] * vT[j])
+            dE[bl] = -g2[at] * (vdGdv - 2 * np.einsum("ip,pi->p", dGv, z))
+    if full.any():
+        sub = np.nonzero(full)[0]
+        r_ = rep[sub]
+        argsp = (A[r_], gram[r_], rank, np.asarray(rc)[r_])
+        kwp = {k_: (None if v_ is None else v_[r_]) for k_, v_ in kw.items()}
+        prior = None if store is None else {k_: store[k_][r_] for k_ in ("v", "Minv")}
+        _, Fd, _ = woodbury_scaled(ctx, Tp[sub], Tdp[sub], *argsp, centred=Up[sub], prior=prior, **kwp)
+        dE[sub] = np.asarray(ctx.to_float(-(g[r_] ** 2) * Fd - E[r_]), dtype=float)
+    return dE
 
 
 #: accepted values of ``method`` (:func:`symattn.theory.solve`), and the default

@@ -375,6 +375,16 @@ class PencilSolution:
     residual: float
 
 
+#: Anderson depth of the latent Dyson iteration (:func:`solve_pencil`)
+ANDERSON_DEPTH = 6
+#: a residual above this multiple of the best one so far clears the Anderson history
+ANDERSON_RESTART = 10.0
+#: Tikhonov weight of the Anderson least squares, relative to the largest diagonal entry
+ANDERSON_RIDGE = 1e-13
+#: the mixing ϑ_A of the Anderson step (the plain steps, with no history, use ``damping``)
+ANDERSON_MIXING = 1.0
+
+
 def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=20000, G0=None,
                  damping=0.5, theta=1) -> PencilSolution:
     r"""Solve the latent-diagonal matrix Dyson equation of the pencil (docs/theory.md §10.3).
@@ -393,7 +403,9 @@ def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=
     L0(ω) = [[z, √c(d − θ𝔻(ω,ω)), 0], [√c(d − θ𝔻(ω,ω)), 0, 1], [0, 1, 0]] (``d`` may depend on ω). Blocks of
     𝒢 = E_𝒟[L^{-1}]: 𝒢11 = Q0, 𝒢12 = √c Q0K0ᵀS, 𝒢13 = −√c Q0K0ᵀ, 𝒢22 = −S + cSK0Q0K0ᵀS,
     𝒢32 = I − cK0Q0K0ᵀS, 𝒢33 = cK0Q0K0ᵀ, Q0 = (z + cK0ᵀSK0)^{-1}. Solved by the damped
-    iteration 𝒢 ← (1 − ϑ)𝒢 + ϑ·RHS(𝒢) from L0^{-1}; ``z`` may be complex (complex-step γ-derivative).
+    iteration 𝒢 ← (1 − ϑ)𝒢 + ϑ·RHS(𝒢) from L0^{-1}, Anderson-accelerated (depth :data:`ANDERSON_DEPTH`; real
+    least squares on the real part and the scaled imaginary part), until the relative change RHS(𝒢) − 𝒢 is
+    below ``tol``; ``z`` may be complex (complex-step γ-derivative).
 
     Parameters
     ----------
@@ -478,14 +490,15 @@ def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=
     rows_b = [np.flatnonzero(b_idx == v) for v in range(3)]
     gw = g * w[:, None]
 
+    tau_blocks = [(be, al, np.ix_(jb, ja), gw[:, jb].T, fs[:, ja]) for be, jb in enumerate(rows_b)
+                  for al, ja in enumerate(rows_a) if jb.size and ja.size]
+
     def rhs(G):
         b = -G
         # τ_jk = E_ω[g_j b_{b_j a_k} f_k], computed block by block (b_j, a_k)
         tau = ctx.zeros((J, J), complex=True)
-        for be, jb in enumerate(rows_b):
-            for al, ja in enumerate(rows_a):
-                if jb.size and ja.size:
-                    tau[np.ix_(jb, ja)] = gw[:, jb].T @ (b[:, be, al][:, None] * fs[:, ja])
+        for be, al, ix, gwT, fa in tau_blocks:
+            tau[ix] = gwT @ (b[:, be, al][:, None] * fa)
         mt = theta * ctx.inv(eyeJ - tau / c)
         RS = np.zeros_like(b)
         for al, ja in enumerate(rows_a):
@@ -501,17 +514,61 @@ def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=
 
     G = _inv3(L0) if G0 is None else G0.copy()
     imag_scale = abs(ctx.imag(z))
+
+    def size(diff, G):
+        scale = max(1.0, ctx.max_abs(ctx.real(G)))
+        r = ctx.max_abs(ctx.real(diff)) / scale
+        if imag_scale:
+            r = max(r, ctx.max_abs(ctx.imag(diff)) / (imag_scale * max(1.0, ctx.max_abs(ctx.imag(G)) / imag_scale)))
+        return r
+
+    # Anderson-accelerated damped iteration (depth ANDERSON_DEPTH): G ← G + ϑ_A r − Uα, r = RHS(G) − G, with the
+    # consecutive differences ΔG, Δr of the last iterates, U = ΔG + ϑ_A Δr, and α the real least-squares
+    # coefficients (float64 in every context) of Δr against r in the real vector (Re r, Im r/s), s the scale of
+    # Im G: the imaginary part (the complex-step derivative) is weighed as the real part is, and only the fixed
+    # point G = RHS(G) is used, not a derivative of the iteration. The first step, and the first after a residual
+    # above ANDERSON_RESTART × the best one so far (which clears the history), is the plain damped step ϑr.
+    def stacked(v, s):
+        """(Re v, Im v/s) in float64: the coefficients α only steer the iteration, the residual test decides."""
+        re = np.asarray(ctx.to_float(ctx.real(v)), dtype=float)
+        if not imag_scale:
+            return re
+        return np.concatenate([re, np.asarray(ctx.to_float(ctx.imag(v) / s), dtype=float)])
+
+    U, dRs = [], []
+    prev = None
+    best = float("inf")
     res = float("inf")
     for it in range(1, max_iter + 1):
         Gn = rhs(G)
         diff = Gn - G
-        scale = max(1.0, ctx.max_abs(ctx.real(G)))
-        res = ctx.max_abs(ctx.real(diff)) / scale
-        if imag_scale:
-            res = max(res, ctx.max_abs(ctx.imag(diff)) / (imag_scale * max(1.0, ctx.max_abs(ctx.imag(G)) / imag_scale)))
-        G = G + damping * diff
+        res = size(diff, G)
         if res <= tol:
+            G = Gn
             break
+        g_flat, r_flat = G.reshape(-1), diff.reshape(-1)
+        s_im = max(imag_scale, ctx.max_abs(ctx.imag(g_flat)))
+        r_s = stacked(r_flat, s_im)
+        if res > ANDERSON_RESTART * best:
+            U, dRs, prev = [], [], None
+        best = min(best, res)
+        if prev is not None:
+            dr = r_flat - prev[1]
+            U.append(g_flat - prev[0] + ANDERSON_MIXING * dr)
+            dRs.append(stacked(dr, s_im))
+            if len(U) > ANDERSON_DEPTH:
+                U.pop(0)
+                dRs.pop(0)
+        prev = (g_flat, r_flat)
+        if U:
+            D = np.column_stack(dRs)
+            A = D.T @ D
+            reg = ANDERSON_RIDGE * max(float(np.max(np.diagonal(A))), 1e-300)
+            alpha = np.linalg.solve(A + reg * np.eye(len(U)), D.T @ r_s)
+            step = ANDERSON_MIXING * r_flat - np.column_stack(U) @ alpha
+        else:
+            step = damping * r_flat
+        G = (g_flat + step).reshape(G.shape)
     else:
         raise ConvergenceError("no convergence of the latent Dyson equation (finite-p correction)",
                                residuals=[res], iterations=max_iter)

@@ -29,7 +29,9 @@ B2 = [[I − αW, −βWᵀ], [−γ'W, I − δWᵀ]] (after eliminating g, l a
 tr_p(W H_tt), tr_p(W H_th), tr_p(Wᵀ H_ht), tr_p(Wᵀ H_hh) (H = B2^{-1}) are computed by dense
 linear algebra at every iteration: with κ = βγ', D = I − δWᵀ, A = I − αW and the p×p Schur complements
 N = DA − κWᵀW, N' = AD − κWWᵀ (D commutes with Wᵀ, A with W), H_tt = N^{-1}D, H_th = βN^{-1}Wᵀ,
-H_ht = γ'N'^{-1}W, H_hh = N'^{-1}A, so each evaluation is two p×p inverses (not one 2p×2p).
+H_ht = γ'N'^{-1}W, H_hh = N'^{-1}A, so each evaluation is two p×p inverses (not one 2p×2p); and since
+det B2 = det N(α, δ, q), q = αδ − βγ', the four traces are derivatives of log det N, so one inverse (of N)
+gives them and their Jacobian (docs/theory.md §12.5).
 
 **Signal** (§12.3). Y = Y_Z + μŷᵀ is a rank-one deterministic shift of every Y-slot of the
 pencil; Woodbury on the pencil, with the quadratic forms ŷᵀ𝒢_nn ŷ = tr_n, μᵀ𝒢_pp μ (exact
@@ -47,9 +49,10 @@ value alone; ``signal='conditional'`` (rejected, kept for the record) only repla
 coefficient a1'·t (t = μᵀWμ/√p) by F_odd(t) of §10.2.
 
 **Symmetric W** (§12.5): one ``eigh``, then B2 splits into p independent 2×2 blocks, so each Dyson
-evaluation is O(p) (traces) or O(p²) (solves with μ). Otherwise each evaluation is the two p×p
-inverses of N and N' (LAPACK getri), in float32 during the Anderson phase (relative residual above 1e-3),
-and the Newton steps use a float32 Jacobian of the traces (the derivative's is float64).
+evaluation is O(p) (traces) or O(p²) (solves with μ). Otherwise each evaluation is one p×p inverse of N
+(LAPACK getrf + gecon + getri; the two inverses of N and N' with a probe check when N's estimated condition
+is too large), in float32 during the Anderson phase (relative residual above 1e-3), and the Newton steps use
+a float32 Jacobian of the traces (three p×p products; the derivative's is float64).
 
 **Arithmetic.** The solver is written once against an arithmetic context (:class:`_FloatArith`,
 :class:`_MPArith`: :mod:`symattn.backends.context` plus a p×p inverse, dot, eigh, least squares, the
@@ -65,6 +68,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -469,8 +473,12 @@ def _digest(W) -> tuple:
 #: docs/theory.md §12.2) or '2p' (one 2p×2p inverse of B2; the reference the tests compare with)
 DENSE_ROUTE = "pp"
 #: the p×p route is kept when its probe residual ‖B2 H v − v‖/‖v‖ is below PP_CHECK_TOL·tol (1e-10 in float64),
-#: or PP_CHECK_LOW in the low precision; otherwise the 2p×2p inverse is taken
-PP_CHECK_TOL, PP_CHECK_LOW = 1e3, 1e-4
+#: or PP_CHECK_LOW in the low precision (used only while the relative residual is above SINGLE_ABOVE = 1e-3, so
+#: an error below 1e-3 is harmless there); otherwise the high precision, then the 2p×2p inverse, is taken
+PP_CHECK_TOL, PP_CHECK_LOW = 1e3, 1e-3
+#: the p×p route inverts N alone when its estimated condition allows (:meth:`_HOperator._pp1`, docs/theory.md
+#: §12.5); False: always both Schur complements N and N' (:meth:`_HOperator._pp`)
+PP_ONE_INVERSE = True
 #: J[a, b, k, l] = G[2a + k, 2l + b] (G the 4×4 Gram of the products 𝒲_a H_ak under tr(·,·))
 _A, _B, _K, _L = np.indices((2, 2, 2, 2))
 _J_ROWS, _J_COLS = 2 * _A + _K, 2 * _L + _B
@@ -481,6 +489,36 @@ def _cast(x, dtype):
     if dtype is None:
         return x
     return x.astype(dtype, copy=False) if isinstance(x, np.ndarray) else dtype(x)
+
+
+def _rmul(A, x):
+    """A @ x for a real float A and x real or complex128 (p,) or (p, k): a complex x is multiplied as its
+    interleaved real and imaginary columns (one real product, no complex copy of A); object arrays as they are."""
+    if A.dtype == object or not np.iscomplexobj(x) or x.dtype != np.complex128:
+        return A @ x
+    x2 = np.ascontiguousarray(x.reshape(x.shape[0], -1))
+    return (A @ x2.view(np.float64)).view(np.complex128).reshape((A.shape[0],) + x.shape[1:])
+
+
+#: per-thread scratch buffers of the p×p route ((p, dtype) → dict of arrays), see :func:`_workspace`
+_WORKSPACE = threading.local()
+
+
+def _workspace(p: int, dtype) -> dict:
+    """Scratch arrays for one p and float dtype, reused by every evaluation of this thread: 'base', 'tmp'
+    (p×p) and 'P', 'PT' (4×p×p). Fresh p×p temporaries in float64 (1.2 MB at p = 384) are returned to the
+    system by the allocator and page-faulted back on every evaluation, which costs as much as the BLAS work."""
+    key = (int(p), np.dtype(dtype).str)
+    cache = getattr(_WORKSPACE, "cache", None)
+    if cache is None:
+        cache = _WORKSPACE.cache = {}
+    ws = cache.get(key)
+    if ws is None:
+        if len(cache) > 4:
+            cache.clear()
+        ws = cache[key] = {"base": np.empty((p, p), dtype), "tmp": np.empty((p, p), dtype),
+                           "P": np.empty((4, p, p), dtype), "PT": np.empty((4, p, p), dtype)}
+    return ws
 
 
 def _symmetric_eig(W, ar=_FLOAT):
@@ -513,6 +551,28 @@ def _inv(A):
     return out.T
 
 
+def _inv_rcond(A, max_err):
+    """A^{-1} by LAPACK getrf + gecon + getri for A C-ordered real float (overwritten), or None when the
+    estimated error eps·cond_∞(A) (gecon's reciprocal condition estimate, from the LU factors) is not below
+    ``max_err`` (then getri is not run). Raises numpy.linalg.LinAlgError when A is exactly singular."""
+    from scipy.linalg import lapack
+
+    At = A.T   # Fortran-ordered Aᵀ, factorised in place; ‖Aᵀ‖_1 = ‖A‖_∞
+    anorm = float(np.max(np.sum(np.abs(A), axis=1)))
+    getrf, gecon, getri, getri_lwork = lapack.get_lapack_funcs(("getrf", "gecon", "getri", "getri_lwork"), (At,))
+    lu, piv, info = getrf(At, overwrite_a=True)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular matrix (getrf info {info})")
+    rcond, info = gecon(lu, anorm, norm="1")
+    if not float(np.finfo(A.dtype).eps) < max_err * float(rcond):
+        return None
+    lwork, _ = getri_lwork(A.shape[0])
+    out, info = getri(lu, piv, lwork=int(lwork), overwrite_lu=True)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular matrix (getri info {info})")
+    return out.T
+
+
 def _grams(W, dtype=None):
     """(W, Wᵀ, WᵀW, WWᵀ) in ``dtype`` (None: W's own), C-contiguous (cached per array and dtype)."""
     d = _digest(W)
@@ -528,6 +588,17 @@ def _grams(W, dtype=None):
         else:
             per[key] = tuple(np.ascontiguousarray(a, dtype=dtype) for a in _grams(W, None))
     return per[key]
+
+
+def _identity_minus(p, Wd, Wt, a_, d_):
+    """I − αW − δWᵀ (float arrays) in the reused buffer ``base`` of :func:`_workspace`."""
+    ws = _workspace(p, Wd.dtype)
+    base, tmp = ws["base"], ws["tmp"]
+    np.multiply(Wd, -a_, out=base)
+    np.multiply(Wt, d_, out=tmp)
+    np.subtract(base, tmp, out=base)
+    base.flat[::p + 1] += 1
+    return base
 
 
 class _HOperator:
@@ -546,8 +617,10 @@ class _HOperator:
       H_tt = N^{-1}D,  H_th = βN^{-1}Wᵀ,  H_ht = γ'N'^{-1}W,  H_hh = N'^{-1}A,
 
     so T0 costs two p×p inverses and O(p²) sums against the cached WᵀW, WWᵀ, and the Jacobian four
-    p×p products (instead of one 2p×2p inverse and four 2p-block products). Route '2p'
-    (:data:`DENSE_ROUTE`) is the 2p×2p inverse itself; it is also the fallback when N or N' is singular."""
+    p×p products (instead of one 2p×2p inverse and four 2p-block products). Since det B2 = det N, N^{-1}
+    alone gives T0 and the Jacobian (three products; :meth:`_pp1`, the default when N is well conditioned,
+    :data:`PP_ONE_INVERSE`); N'^{-1} is then formed only for a solve. Route '2p' (:data:`DENSE_ROUTE`) is the
+    2p×2p inverse itself; it is also the fallback when N or N' is singular."""
 
     def __init__(self, W, C0, single: bool = False, ar=_FLOAT):
         p = W.shape[0]
@@ -556,6 +629,7 @@ class _HOperator:
         al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
         self._J = self._J_low = None
         self.H = self.Ni = None
+        self._one = False   # True on the one-inverse p×p route (:meth:`_pp1`)
         eig = _symmetric_eig(W, ar)
         self.eig = eig
         if eig is not None:
@@ -567,7 +641,11 @@ class _HOperator:
             return
         # the low precision (float32 in float64 arithmetic, rounding ~1e-6): only far from the fixed point
         dtype = ar.low if single else ar.high
-        if DENSE_ROUTE == "pp" and self._pp(dtype):
+        # the p×p route: one inverse (N) when its condition allows, else both Schur complements with the probe;
+        # a failed low-precision attempt retries in the high precision (cheaper than the 2p×2p inverse)
+        low = dtype is not ar.high
+        if DENSE_ROUTE == "pp" and (self._pp1(dtype) or (low and self._pp1(ar.high)) or self._pp(dtype)
+                                    or (low and self._pp(ar.high))):
             return
         Wd = _grams(W, dtype)[0]
         H = ar.inv_p(_B2(Wd, *(_cast(v, dtype) for v in (al, be, ga, de))))
@@ -576,19 +654,103 @@ class _HOperator:
         self.T0 = ar.convert(np.array([[np.sum(W_T * H[:p, :p]), np.sum(W_T * H[:p, p:])],
                                        [np.sum(Wd * H[p:, :p]), np.sum(Wd * H[p:, p:])]], dtype=object)) / p
 
+    def _pp1(self, dtype) -> bool:
+        """The p×p route with one inverse (docs/theory.md §12.5): det B2 = det N(α, δ, q), q = αδ − βγ', so every
+        trace is a derivative of log det N and needs N^{-1} only:
+
+          p T = [[s_W − δ s_M, β s_M], [γ' s_M, s_T − α s_M]],  s_X = tr(N^{-1} X),  X ∈ {W, Wᵀ, M = WᵀW}
+
+        (in particular tr(N'^{-1}WWᵀ) = tr(N^{-1}WᵀW) and tr(N'^{-1}Wᵀ) = tr(N^{-1}Wᵀ)). Kept when the estimated
+        condition number of N times the rounding is below the probe threshold of :meth:`_pp`; float arrays
+        only (the mpmath arithmetic takes :meth:`_pp`). N'^{-1} is formed only if :meth:`_solve` needs it."""
+        if not PP_ONE_INVERSE:
+            return False
+        p, ar = self.p, self.ar
+        Wd, Wt, WtW, WWt = _grams(self.W, dtype)
+        if Wd.dtype == object:
+            return False
+        al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
+        a_, b_, g_, d_ = (_cast(v, dtype) for v in (al, be, ga, de))
+        q = a_ * d_ - b_ * g_
+        N = np.multiply(WtW, q)
+        N += _identity_minus(p, Wd, Wt, a_, d_)
+        try:
+            Ni = _inv_rcond(N, PP_CHECK_LOW if dtype is not None and dtype is ar.low else PP_CHECK_TOL * ar.tol)
+        except (np.linalg.LinAlgError, ZeroDivisionError):
+            return False
+        if Ni is None:
+            return False
+        sW, sT, sM = ar.dot(Ni, Wt), ar.dot(Ni, Wd), ar.dot(Ni, WtW)
+        T0 = ar.convert(np.array([[sW - de * sM, be * sM], [ga * sM, sT - al * sM]], dtype=object)) / p
+        if not np.all(ar.isfinite(T0)):
+            return False
+        self.Ni, self.Npi, self.T0, self._sM, self._one = Ni, None, T0, sM, True
+        return True
+
+    def _jac_1(self, dtype):
+        """J on the one-inverse route: with A_X = N^{-1}X and G_XY = tr(A_X A_Y) (X, Y ∈ {W, Wᵀ, M}),
+        ∂s_X/∂α = G_WX, ∂s_X/∂δ = G_TX, ∂s_X/∂q = −G_MX, then the chain rule through q = αδ − βγ' and the
+        prefactors of :meth:`_pp1` (three p×p products instead of four)."""
+        p = self.p
+        al, be, ga, de = (float(v) for v in (self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]))
+        Wd, Wt, WtW = _grams(self.W, dtype)[:3]
+        Ni = _cast(self.Ni, dtype)
+        ws = _workspace(p, Wd.dtype)
+        P, PT = ws["P"], ws["PT"]
+        np.matmul(Ni, Wd, out=P[0])
+        np.matmul(Ni, Wt, out=P[1])
+        np.matmul(Ni, WtW, out=P[2])
+        for i in range(3):
+            PT[i] = P[i].T
+        G = np.asarray(P[:3].reshape(3, -1) @ PT[:3].reshape(3, -1).T, dtype=float)   # G[X, Y], X, Y = W, T, M
+        G = (G + G.T) / 2
+        sM = float(self._sM)
+        # D[c, X] = ∂s_X/∂C_c for C_c = α, β, γ', δ (q = αδ − βγ')
+        D = np.array([G[0] - de * G[2], ga * G[2], be * G[2], G[1] - al * G[2]])
+        J = np.empty((2, 2, 4))
+        J[0, 0] = D[:, 0] - de * D[:, 2]
+        J[0, 1] = be * D[:, 2]
+        J[1, 0] = ga * D[:, 2]
+        J[1, 1] = D[:, 1] - al * D[:, 2]
+        J[0, 0, 3] -= sM
+        J[0, 1, 1] += sM
+        J[1, 0, 2] += sM
+        J[1, 1, 0] -= sM
+        return self.ar.convert(J.reshape(2, 2, 2, 2) / p)
+
+    def _inv_Np(self):
+        """N'^{-1} = (I − αW − δWᵀ + qWWᵀ)^{-1} in the precision of N^{-1} (for :meth:`_solve` on the one-inverse
+        route)."""
+        p = self.p
+        dtype = self.Ni.dtype
+        Wd, Wt, _, WWt = _grams(self.W, None if dtype == self.W.dtype else dtype)
+        al, be, ga, de = (_cast(v, dtype.type) for v in (self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]))
+        Np = np.multiply(WWt, al * de - be * ga) - al * Wd - de * Wt
+        Np.flat[::p + 1] += 1
+        return self.ar.inv_p(Np)
+
     def _pp(self, dtype) -> bool:
         """The p×p route: N^{-1}, N'^{-1} and T0; False (nothing set) when N or N' is singular."""
         p, ar = self.p, self.ar
         al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
         Wd, Wt, WtW, WWt = _grams(self.W, dtype)
         a_, b_, g_, d_ = (_cast(v, dtype) for v in (al, be, ga, de))
-        base = -a_ * Wd - d_ * Wt
-        idx = np.arange(p)
-        base[idx, idx] += 1
         q = a_ * d_ - b_ * g_
+        if Wd.dtype == object:
+            base = -a_ * Wd - d_ * Wt
+            idx = np.arange(p)
+            base[idx, idx] += 1
+            N, Np = base + q * WtW, base + q * WWt
+        else:
+            # I − αW − δWᵀ in a reused buffer, then N, N' (inverted in place: no further p×p temporaries)
+            base = _identity_minus(p, Wd, Wt, a_, d_)
+            N = np.multiply(WtW, q)
+            N += base
+            Np = np.multiply(WWt, q)
+            Np += base
         try:
-            Ni = ar.inv_p(base + q * WtW)
-            Npi = ar.inv_p(base + q * WWt)
+            Ni = ar.inv_p(N)
+            Npi = ar.inv_p(Np)
         except (np.linalg.LinAlgError, ZeroDivisionError):
             return False
         # tr(N^{-1}W) = Σ (N^{-1})_ij (Wᵀ)_ij etc. (WᵀW, WWᵀ symmetric), as dot products
@@ -597,17 +759,27 @@ class _HOperator:
         T0 = ar.convert(np.array([[sW - de * sWtW, be * sWtW], [ga * sWWt, sWt - al * sWWt]], dtype=object)) / p
         if not np.all(ar.isfinite(T0)):
             return False
-        self.Ni, self.Npi, self.T0 = Ni, Npi, T0
         # a posteriori check with one probe v: ‖B2 (H v) − v‖/‖v‖ grows like cond(D) or cond(A) times the
-        # rounding (N = D·S, N' = A·S' are ill-conditioned near 1/δ or 1/α in the spectrum of W, B2 need not be)
-        v = ar.convert(np.cos(np.arange(2 * p) + 0.5))
-        x = self._solve(v)
-        xt, xh = x[:p], x[p:]
-        Bx = np.concatenate([xt - al * (self.W @ xt) - be * (self.W.T @ xh), xh - ga * (self.W @ xt) - de * (self.W.T @ xh)])
+        # rounding (N = D·S, N' = A·S' are ill-conditioned near 1/δ or 1/α in the spectrum of W, B2 need not be);
+        # computed in the inverses' own precision (H v as in :meth:`_solve`)
+        if Wd.dtype != object:
+            ws = _workspace(p, Wd.dtype)
+            if "probe" not in ws:
+                ws["probe"] = np.cos(np.arange(2 * p) + 0.5).astype(Wd.dtype)
+            v = ws["probe"]
+        else:
+            v = ar.convert(np.cos(np.arange(2 * p) + 0.5))
+        vt, vh = v[:p], v[p:]
+        V = np.stack([vt, vh], 1)
+        WV, WtV = Wd @ V, Wt @ V
+        xt = Ni @ (vt - d_ * WtV[:, 0] + b_ * WtV[:, 1])
+        xh = Npi @ (g_ * WV[:, 0] + vh - a_ * WV[:, 1])
+        Wxt, Wtxh = Wd @ xt, Wt @ xh
+        Bx = np.concatenate([xt - a_ * Wxt - b_ * Wtxh, xh - g_ * Wxt - d_ * Wtxh])
         err = float(np.sqrt(ar.to_float(np.sum((Bx - v) ** 2)) / ar.to_float(np.sum(v * v))))
         if not err < (PP_CHECK_LOW if dtype is not None and dtype is ar.low else PP_CHECK_TOL * ar.tol):
-            self.Ni = self.Npi = None
             return False
+        self.Ni, self.Npi, self.T0 = Ni, Npi, T0
         return True
 
     def J_low(self):
@@ -616,7 +788,7 @@ class _HOperator:
         if self.Ni is None or self._J is not None or self.ar.low is self.ar.high:
             return self.J
         if self._J_low is None:
-            self._J_low = self._jac_pp(self.ar.low)
+            self._J_low = self._jac_1(self.ar.low) if self._one else self._jac_pp(self.ar.low)
         return self._J_low
 
     def _jac_pp(self, dtype):
@@ -625,22 +797,41 @@ class _HOperator:
         al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
         Wd, Wt = _grams(self.W, dtype)[:2]
         Ni, Npi = _cast(self.Ni, dtype), _cast(self.Npi, dtype)
-        X1 = Wd @ Ni                 # W N^{-1}
-        X2 = X1 @ Wt                 # W N^{-1} Wᵀ
-        Y1 = Wt @ Npi                # Wᵀ N'^{-1}
-        Y2 = Y1 @ Wd                 # Wᵀ N'^{-1} W
-        # 𝒲_a H_ak: W H_tt = W N^{-1} D, W H_th = β W N^{-1} Wᵀ, Wᵀ H_ht = γ' Wᵀ N'^{-1} W, Wᵀ H_hh = Wᵀ N'^{-1} A
         a_, b_, g_, d_ = (_cast(v, dtype) for v in (al, be, ga, de))
-        P = np.stack([X1 - d_ * X2, b_ * X2, g_ * Y2, Y1 - a_ * Y2])  # index 2a + k
+        # 𝒲_a H_ak: W H_tt = W N^{-1} D, W H_th = β W N^{-1} Wᵀ, Wᵀ H_ht = γ' Wᵀ N'^{-1} W, Wᵀ H_hh = Wᵀ N'^{-1} A,
+        # index 2a + k, from X1 = W N^{-1}, X2 = X1 Wᵀ, Y1 = Wᵀ N'^{-1}, Y2 = Y1 W
+        if Wd.dtype == object:
+            X1 = Wd @ Ni
+            X2 = X1 @ Wt
+            Y1 = Wt @ Npi
+            Y2 = Y1 @ Wd
+            P = np.stack([X1 - d_ * X2, b_ * X2, g_ * Y2, Y1 - a_ * Y2])
+            PT = np.ascontiguousarray(P.transpose(0, 2, 1))
+        else:
+            # in reused buffers: the 4 products and their transposes, no p×p temporaries
+            ws = _workspace(p, Wd.dtype)
+            P, PT, tmp = ws["P"], ws["PT"], ws["tmp"]
+            np.matmul(Wd, Ni, out=P[0])
+            np.matmul(P[0], Wt, out=P[1])
+            np.matmul(Wt, Npi, out=P[3])
+            np.matmul(P[3], Wd, out=P[2])
+            np.multiply(P[1], d_, out=tmp)
+            P[0] -= tmp
+            np.multiply(P[2], a_, out=tmp)
+            P[3] -= tmp
+            P[1] *= b_
+            P[2] *= g_
+            for i in range(4):
+                PT[i] = P[i].T
         # tr(P_i P_j) = vec(P_i)·vec(P_jᵀ): one 4×4 Gram product
-        G = self.ar.convert(P.reshape(4, -1) @ np.ascontiguousarray(P.transpose(0, 2, 1)).reshape(4, -1).T) / p
+        G = self.ar.convert(P.reshape(4, -1) @ PT.reshape(4, -1).T) / p
         return G[_J_ROWS, _J_COLS]
 
     @property
     def J(self):
         if self._J is None:
             if self.Ni is not None:
-                self._J = self._jac_pp(np.float64)
+                self._J = self._jac_1(np.float64) if self._one else self._jac_pp(np.float64)
                 return self._J
             p, idx = self.p, [(a, b, k, l) for a in range(2) for b in range(2) for k in range(2) for l in range(2)]
             if self.eig is not None:
@@ -664,21 +855,36 @@ class _HOperator:
     def _solve(self, v):
         """H0 v (v of shape (2p,) or (2p, k), real or complex)."""
         p = self.p
-        if np.iscomplexobj(v):   # float64 complex: real and imaginary parts on the real inverse
-            return self._solve(v.real) + 1j * self._solve(v.imag)
+        if np.iscomplexobj(v):   # complex128: the interleaved real and imaginary columns on the real inverse
+            v2 = np.ascontiguousarray(v.reshape(2 * p, -1), dtype=np.complex128)
+            x = np.ascontiguousarray(self._solve(v2.view(np.float64)))
+            return x.view(np.complex128).reshape(v.shape)
         if self.Ni is not None:
+            if self.Npi is None:
+                self.Npi = self._inv_Np()
             al, be, ga, de = self.C0[0, 0], self.C0[0, 1], self.C0[1, 0], self.C0[1, 1]
-            W = self.W
+            Wd, Wt = _grams(self.W, None)[:2]
             vt, vh = v[:p], v[p:]
-            Wvt, Wtvt, Wvh, Wtvh = W @ vt, W.T @ vt, W @ vh, W.T @ vh
+            # W and Wᵀ applied to [v_t, v_h] at once (one pass over each matrix)
+            k = v.shape[1] if v.ndim == 2 else 1
+            V = np.concatenate([vt, vh], axis=1) if v.ndim == 2 else np.stack([vt, vh], 1)
+            WV, WtV = Wd @ V, Wt @ V
+            Wvt, Wvh, Wtvt, Wtvh = WV[:, :k], WV[:, k:], WtV[:, :k], WtV[:, k:]
+            if v.ndim == 1:
+                Wvt, Wvh, Wtvt, Wtvh = Wvt[:, 0], Wvh[:, 0], Wtvt[:, 0], Wtvh[:, 0]
             return np.concatenate([self.Ni @ (vt - de * Wtvt + be * Wtvh), self.Npi @ (ga * Wvt + vh - al * Wvh)])
         if self.eig is None:
             return self.H @ v
         (_, E), h = self.eig, self.h
         if v.ndim == 2:
             h = [[x[:, None] for x in row] for row in h]
-        a, b = E.T @ v[:p], E.T @ v[p:]
-        return np.concatenate([E @ (h[0][0] * a + h[0][1] * b), E @ (h[1][0] * a + h[1][1] * b)])
+        # Eᵀ and E applied to both halves at once (one product each)
+        k = v.shape[1] if v.ndim == 2 else 1
+        ab = E.T @ (np.concatenate([v[:p], v[p:]], axis=1) if v.ndim == 2 else np.stack([v[:p], v[p:]], 1))
+        a, b = (ab[:, :k], ab[:, k:]) if v.ndim == 2 else (ab[:, 0], ab[:, 1])
+        tt, hh = h[0][0] * a + h[0][1] * b, h[1][0] * a + h[1][1] * b
+        out = E @ (np.concatenate([tt, hh], axis=1) if v.ndim == 2 else np.stack([tt, hh], 1))
+        return np.concatenate([out[:, :k], out[:, k:]]) if v.ndim == 2 else np.concatenate([out[:, 0], out[:, 1]])
 
     def apply(self, C, v):
         p = self.p
@@ -686,7 +892,7 @@ class _HOperator:
         dC = np.asarray(C) - self.C0
         if not np.any(dC):
             return x
-        Wx = np.concatenate([self.W @ x[:p], self.W.T @ x[p:]])
+        Wx = np.concatenate([_rmul(self.W, x[:p]), _rmul(self.W.T, x[p:])])
         y = np.concatenate([dC[0, 0] * Wx[:p] + dC[0, 1] * Wx[p:], dC[1, 0] * Wx[:p] + dC[1, 1] * Wx[p:]])
         return x + self._solve(y)
 
@@ -790,6 +996,8 @@ NEWTON_SWITCH = 1e-1
 SINGLE_ABOVE = 1e-3
 #: Anderson depth
 ANDERSON_DEPTH = 5
+#: evaluations without a new best residual after which the Anderson history is dropped (restart from the best point)
+ANDERSON_RESTART = 8
 
 
 def _residual(gn, g) -> float:
@@ -810,12 +1018,49 @@ class _LowJ:
         return self.Hop.T0 + np.tensordot(self.Hop.J_low(), dC, axes=([2, 3], [0, 1]))
 
 
+def _steps_map(m, g, z, Hop, Jt, eta):
+    """Im Φ(g + iη E_k)/η for the nine unit steps E_k at once (float arithmetic): :func:`pencil_map` with the
+    p×p traces linearised at Hop (T = T0 + Jt·(C − C0)), vectorised over the leading axis of the steps."""
+    gb = np.asarray(g)[None] + (1j * eta) * np.eye(9).reshape(9, 3, 3)
+    a = m.a1 / m.c
+    x = lambda i, j: gb[:, i, j]
+    S = {"tg": -a * x(X_, X_), "tl": a * x(X_, U_), "tv": x(X_, W_),
+         "vg": -a * x(U_, X_), "vl": a * x(U_, U_), "vv": x(U_, W_),
+         "hg": -a * x(W_, X_), "hl": a * x(W_, U_), "hv": x(W_, W_)}
+    e, alpha, beta, gam, delta = _coefficients(S)
+    dC = np.stack([np.stack([alpha, beta], -1), np.stack([gam, delta], -1)], -2) - Hop.C0    # (9, 2, 2)
+    T = Hop.T0 + np.einsum("abkl,skl->sab", Jt, dC)
+    T1, T2, T3, T4 = T[:, 0, 0], T[:, 0, 1], T[:, 1, 0], T[:, 1, 1]
+    P = {"lt": T1, "lh": T2, "gt": T3, "gh": T4,
+         "lv": e * (S["tv"] * T1 + S["hv"] * T2), "gv": e * (S["tv"] * T3 + S["hv"] * T4)}
+    for k in "tvh":
+        P["v" + k] = e * (S["vg"] * P["g" + k] + S["vl"] * P["l" + k]) + (e if k == "v" else 0.0)
+    a1, c, s2, tau = m.a1, m.c, m.sigma2, m.tau
+    Snn = np.stack([np.stack([-a1 * P["gt"] - s2 * x(W_, U_), -a1 * P["gv"], -a1 * P["gh"] + s2 * tau * x(W_, X_)], -1),
+                    np.stack([a1 * P["lt"] + s2 * tau * x(X_, U_), a1 * P["lv"], a1 * P["lh"] - s2 * x(X_, X_)], -1),
+                    np.stack([c * P["vt"], c * P["vv"], c * P["vh"]], -1)], -2)      # (9, 3, 3)
+    M = m.kappa.size
+    L0 = np.zeros((M, 3, 3), dtype=complex)
+    L0[:, X_, X_] = z
+    L0[:, X_, W_] = m.kappa
+    L0[:, U_, X_] = -m.kappa
+    L0[:, U_, U_] = 1
+    L0[:, W_, W_] = 1
+    Gn = np.linalg.inv(L0[None] - Snn[:, None])                                             # (9, M, 3, 3)
+    out = np.tensordot(Gn, m.kw, axes=([1], [0]))                                            # (9, 3, 3)
+    return (out.imag / eta).reshape(9, 9).T
+
+
 def _jacobian(m, g, z, Hop, eta=None, low: bool = False):
     """∂Φ/∂g (9×9) at real (g, z) by complex steps (η = the arithmetic's ``step``: 1e-20 in float64)
     through the linearised H operator (with ``low``, through its low-precision Jacobian: for Newton
     steps only)."""
     ar = _ar(m)
     eta = ar.step if eta is None else eta
+    if isinstance(ar, _FloatArith) and np.asarray(g).dtype != object:
+        # the nine complex steps as one batch (the same formulas as pencil_map, vectorised over the steps)
+        Jt = Hop.J_low() if low else Hop.J
+        return _steps_map(m, g, z, Hop, Jt, eta)
     if low:
         Hop = _LowJ(Hop)
     cols = []
@@ -869,6 +1114,7 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
     res = np.inf
     g_prev = g_prev_n = Hop_prev = None  # the last Newton iterate (set before they are read)
     X, R = [], []
+    best, best_g, stall = np.inf, None, 0   # the Anderson phase's best residual so far, its point, evaluations since
     for it in range(1, maxiter + 1):
         # far from the fixed point (Anderson phase) the traces are evaluated in float32
         gn, parts = pencil_map(m, g, z, single=not newton and not res < SINGLE_ABOVE)
@@ -884,6 +1130,15 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
             # physical branch; Newton takes over once the residual is small
             newton = res < NEWTON_SWITCH
             if not newton:
+                if res < best:
+                    best, best_g, stall = res, g, 0
+                else:
+                    stall += 1
+                if stall >= ANDERSON_RESTART:
+                    # no progress for ANDERSON_RESTART evaluations (the history can cycle at small γ): restart the
+                    # damped iteration from the best point with an empty history
+                    X, R, stall, g = [], [], 0, best_g
+                    continue
                 X.append(g.ravel().copy())
                 R.append(r)
                 if len(X) > ANDERSON_DEPTH + 1:
@@ -932,8 +1187,8 @@ def _p_response(m, S, H, src):
     rh = r["h"] + e * S["hv"] * r["v"] + delta * r["g"] + gam * r["l"]
     th = H.apply(C, np.concatenate([rt, rh]))
     t, h = th[:p], th[p:]
-    gg = m.W.T @ h + r["g"]
-    ll = m.W @ t + r["l"]
+    gg = _rmul(m.W.T, h) + r["g"]
+    ll = _rmul(m.W, t) + r["l"]
     v = e * (r["v"] + S["vg"] * gg + S["vl"] * ll)
     return {"t": t, "v": v, "h": h, "g": gg, "l": ll}
 
@@ -1139,11 +1394,30 @@ def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f", ctx=Non
     n = max(2, int(round(p / float(c))))
     E_fp = ar.convert(finite_p_error(ar, f, np.full(gammas.shape, float(c)), gammas, geom, n, diagonal=diagonal))
     W_hat = np.eye(p) + (b - 1.0) * np.outer(e, e)
+    if ar.dps is None:
+        _seed_rank_one_eig(W_hat, e, b)
     E_ge = general_w_error(f, c, gammas, W_hat, mu, signal="linear", diagonal=diagonal, ctx=ar)["E"]
     if len(_CORRECTION_CACHE) > 32:
         _CORRECTION_CACHE.clear()
     _CORRECTION_CACHE[key] = E_fp - E_ge
     return E_fp - E_ge
+
+
+def _seed_rank_one_eig(W_hat, e, b):
+    """Put the eigendecomposition of W_hat = I + (b − 1)êêᵀ (‖ê‖ = 1) into the eigen cache without an ``eigh``:
+    λ = (b, 1, …, 1) with the Householder reflector E = I − 2vvᵀ/vᵀv, v = ê + sign(ê_1)e_1, whose first column is
+    ∓ê (E is symmetric and orthogonal, so W_hat = E diag(λ) Eᵀ); the other columns span ê^⊥, where W_hat is I."""
+    key = (_digest(W_hat), None)
+    if key in _EIG_CACHE:
+        return
+    v = np.array(e, dtype=float)
+    v[0] += 1.0 if v[0] >= 0 else -1.0
+    E = np.eye(v.size) - (2.0 / float(v @ v)) * np.outer(v, v)
+    lam = np.ones(v.size)
+    lam[0] = b
+    if len(_EIG_CACHE) > 8:
+        _EIG_CACHE.clear()
+    _EIG_CACHE[key] = (lam, E)
 
 
 #: strong-direction corrections already computed (see :func:`strong_direction_correction`)

@@ -40,6 +40,12 @@ i.e. a noise whose variance depends on the resolvent (it tends to the free noise
 m_α → 0). Without the block and with the Gaussian-equivalent constants this is exactly the solver of
 :mod:`symattn.backends.general_w`.
 
+**Solver.** The state (g, and ĝ_xx, ĝ_wu per block) is solved per γ by an Anderson iteration from the
+γ → ∞ start, then Newton; F′ by implicit differentiation (one fixed point per γ). For rank W ≤ p/2 the
+p-traces are taken in the 2r-dimensional range of W (:class:`_LowRankTraces`, one 2r×2r inverse per
+evaluation instead of two p×p ones); the Jacobian's node part is in closed form (dG = −G dL G, one
+product over the tokens), its scalar part by complex steps; the token draws are cached per W and μ.
+
 **Signal.** The blocks are independent of y: F comes from the Woodbury step of docs/theory.md §12.3 with
 the n-forms of this fixed point; ``signal='latent'`` adds the strong-direction correction of §12.3.
 
@@ -49,6 +55,7 @@ constants by Monte Carlo over latent pairs) is a conjecture checked by Monte Car
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, replace
 
@@ -146,19 +153,22 @@ def _features(u, idx):
 
 
 def _w31(u, s2):
-    """w_c(u) = Σ_a ŝ_a² H_aac(u) (tokens × r)."""
-    A = (u * u - 1) @ s2
-    return A[:, None] * u - s2 * (u * u - 1) * u + s2 * (u**3 - 3 * u)
+    """w_c(u) = Σ_a ŝ_a² H_aac(u) = u_c (A(u) − 2ŝ_c²), A(u) = Σ_a ŝ_a²(u_a² − 1) (tokens × r)."""
+    A = (u * u) @ s2 - np.sum(s2)
+    return u * (A[:, None] - 2 * s2)
 
 
 def _chaos_parts(u, v, shat):
-    """x, T33 = P33/√6, P31 + P13, T22 = P22/√2 and P20 + P02 for pairs (rows of u and v)."""
+    """x, T33 = P33/√6, P31 + P13, T22 = P22/√2 and P20 + P02 for pairs (rows of u and v).
+
+    With A(u) = Σ_a ŝ_a²(u_a² − 1) and y3 = Σ_c ŝ_c³ u_c v_c (w_c(u) = u_c(A(u) − 2ŝ_c²)):
+    P31 + P13 = 3(A(u) + A(v))x − 12 y3, P11 = 6 y3, P20 + P02 = A(u) + A(v): O(r) per pair."""
     s2 = shat * shat
-    x = (u * v) @ shat
-    p31 = 3 * np.sum(_w31(u, s2) * shat * v, 1) + 3 * np.sum(u * shat * _w31(v, s2), 1)
-    p11 = 6 * (u * v) @ shat**3
-    p33 = x**3 - 3 * x - p31 - p11
-    p20 = (v * v - 1) @ s2 + (u * u - 1) @ s2
+    xy = (u * v) @ np.stack([shat, s2 * shat], 1)
+    x, y3 = xy[:, 0], xy[:, 1]
+    p20 = (u * u) @ s2 + (v * v) @ s2 - 2 * np.sum(s2)
+    p31 = 3 * p20 * x - 12 * y3
+    p33 = x * x * x - 3 * x - p31 - 6 * y3
     p22 = x * x - 1 - p20
     return x, p33 / math.sqrt(6), p31, p22 / math.sqrt(2), p20
 
@@ -284,84 +294,378 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
                                b2=b2, b20=b20, m22=m22)
 
 
-def _token_nodes(f, W, k, b1, tokens, seed, scales, mu):
+#: token nodes already drawn: (digest of W, μ, U, V, ŝ; seed, tokens, scaled blocks) → (q, scales); a few entries
+_NODE_CACHE: dict = {}
+#: low-rank trace operators of W already built (digest of W → _LowRankTraces or None); a few entries
+_TRACE_CACHE: dict = {}
+#: the relative residual below which Newton's method replaces the Anderson iteration of the fixed point
+NEWTON_SWITCH = 1e-2
+#: complex step of the Jacobians and of the implicit derivative
+STEP = 1e-20
+
+
+def _digest(*arrays) -> str:
+    """BLAKE2 of the arrays' shapes and float64 entries (None allowed): a cache key for their content."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        if a is None:
+            h.update(b"None")
+            continue
+        a = np.ascontiguousarray(a, dtype=float)
+        h.update(repr(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _esym(x, k):
+    """Elementary symmetric polynomials e_0 … e_k of the columns of x (one per row), by the recursion
+    e_j ← e_j + x_a e_{j−1} over the columns a (no cancellation for x ≥ 0)."""
+    e = [np.ones(x.shape[0])] + [np.zeros(x.shape[0]) for _ in range(k)]
+    for a in range(x.shape[1]):
+        xa = x[:, a]
+        for j in range(k, 0, -1):
+            e[j] += xa * e[j - 1]
+    return e
+
+
+def _scale3(u, s2):
+    r"""ρ² = Σ_{|α|=3} ŝ^{2α} Ĥ_α(u)² / Σ_{|α|=3} ŝ^{2α} (rows of u: tokens) in O(r) per token: with x_a = ŝ_a²u_a²,
+    y_a = ŝ_a⁴ He2(u_a)²/2, t_a = ŝ_a⁶ He3(u_a)²/6 the three kinds of multi-index give
+    e₃(x) + Σ_{d≠s} y_d x_s + Σ_a t_a (the same as the feature sum of :func:`_features`, D = C(r+2, 3) terms)."""
+    uu = u * u
+    x = s2 * uu
+    y = (s2 * s2 / 2) * (uu - 1) ** 2
+    t = (s2 ** 3 / 6) * (uu * u - 3 * u) ** 2
+    num = _esym(x, 3)[3] + y.sum(1) * x.sum(1) - (y * x).sum(1) + t.sum(1)
+    return num / np.sum(np.prod(s2[_triples(s2.size)], axis=1))
+
+
+def _scale2(u, s2):
+    r"""ρ² = Σ_{|α|=2} ŝ^{2α} Ĥ_α(u)² / Σ_{|α|=2} ŝ^{2α} = (e₂(ŝ²u²) + Σ_a ŝ_a⁴ He2(u_a)²/2) / Σ_{a≤b} ŝ_a²ŝ_b²."""
+    uu = u * u
+    num = _esym(s2 * uu, 2)[2] + ((s2 * s2 / 2) * (uu - 1) ** 2).sum(1)
+    return num / np.sum(np.prod(s2[_pairs(s2.size)], axis=1))
+
+
+def _token_nodes(f, W, k, b1, tokens, seed, mu):
     """Latent token nodes: κ_i = f(q_i)/√p − b1 tr W/p (exact q_i = x_iᵀWx_i/√p, x_i = z_i + y_iμ,
-    y_i = ±1) and the scales ρu², ρv² of the T33 and T22 blocks (from the bulk part z_i)."""
+    y_i = ±1) and the scales ρu², ρv² of the T33 and T22 blocks (from the bulk part z_i; closed forms
+    :func:`_scale3`, :func:`_scale2`). The draws (q and the scales) are cached per content of
+    (W, μ, U, V, ŝ) and (seed, tokens); κ is evaluated per call."""
     p = W.shape[0]
-    rng = np.random.default_rng(seed + 1)
-    Z = rng.standard_normal((tokens, p))
-    X = Z + rng.choice([-1.0, 1.0], tokens)[:, None] * mu[None, :]
-    q = np.einsum("ip,pq,iq->i", X, W, X) / math.sqrt(p)
+    scaled = tuple(name for name, mw in (("33", k.m33), ("22", k.m22)) if mw is not None and np.any(mw))
+    key = (_digest(W, mu, k.U, k.V, k.shat), seed, tokens, scaled)
+    if key not in _NODE_CACHE:
+        rng = np.random.default_rng(seed + 1)
+        Z = rng.standard_normal((tokens, p))
+        X = Z + rng.choice([-1.0, 1.0], tokens)[:, None] * mu[None, :]
+        q = np.sum((X @ W) * X, axis=1) / math.sqrt(p)
+        sc = {}
+        if scaled:
+            s2 = k.shat * k.shat
+            zu, zv = Z @ k.U, Z @ k.V
+            for name in scaled:
+                fn = _scale3 if name == "33" else _scale2
+                sc[name] = (fn(zu, s2), fn(zv, s2))
+        if len(_NODE_CACHE) > 8:
+            _NODE_CACHE.clear()
+        _NODE_CACHE[key] = (q, sc)
+    q, sc = _NODE_CACHE[key]
     kappa = _fnum(f, q) / math.sqrt(p) - b1 * float(np.trace(W)) / p
-    sc = {}
-    for name, mw, feat, idx in (("33", k.m33, _features, _triples), ("22", k.m22, _features2, _pairs)):
-        if scales and mw is not None and np.any(mw):
-            m2 = mw * mw
-            ii = idx(k.rank)
-            # in chunks of tokens: the feature matrix is tokens × D
-            step = max(1, int(2e7 // max(len(ii), 1)))
-            ru, rv = np.empty(tokens), np.empty(tokens)
-            for s0 in range(0, tokens, step):
-                zs = Z[s0:s0 + step]
-                ru[s0:s0 + step] = (feat(zs @ k.U, ii) ** 2) @ m2 / m2.sum()
-                rv[s0:s0 + step] = (feat(zs @ k.V, ii) ** 2) @ m2 / m2.sum()
-            sc[name] = (ru, rv)
-        else:
-            sc[name] = (np.ones(tokens), np.ones(tokens))
-    return kappa, sc, np.full(tokens, 1.0 / tokens)
+    one = np.ones(tokens)
+    return kappa, {name: sc.get(name, (one, one)) for name in ("33", "22")}, np.full(tokens, 1.0 / tokens)
 
 
-def _block_phi(m2, c, n, p, gxx, gwu):
-    return np.sum(m2 / (1 + (n * n / p) * gxx * gwu * m2)) / c
+class _LowRankTraces:
+    r"""The p-traces T_ab(C) = tr_p(𝒲_a H_ab)/p of docs/theory.md §12.2 (𝒲_t = W, 𝒲_h = Wᵀ,
+    H = B2(C)^{-1}, C = [[α, β], [γ', δ]]) for W = U S Vᵀ of rank r ≤ p/2, at any C (complex steps about a
+    real point through its exact derivative ∂T/∂C there, :attr:`J`), by Woodbury in the 2r-dimensional
+    range of W:
+
+      B2 = I − L R,  L = [[αU, βV], [γ'U, δV]],  R = diag(S Vᵀ, S Uᵀ),  H = I + L K R,
+      K = (I_2r − R L)^{-1},  R L = [[α S Oᵀ, β S], [γ' S, δ S O]]  (O = UᵀV),
+
+    so tr(𝒲_a H_ab) = δ_ab tr W + tr(K R_b 𝒲_a L_a), with 𝒲_t L_t = U S[αOᵀ, βI], 𝒲_h L_h = V S[γ'I, δO],
+    R_t U = [S Oᵀ; 0], R_h U = [0; S], R_t V = [S; 0], R_h V = [0; S O]: one 2r×2r inverse and eight
+    Frobenius products per evaluation (O(r³)) instead of two p×p inverses (O(p³)). The duck type of
+    :class:`symattn.backends.general_w._HOperator` that :func:`~symattn.backends.general_w._p_traces` uses."""
+
+    def __init__(self, W, U, S, V):
+        p, r = W.shape[0], S.size
+        O = U.T @ V
+        Sd = np.diag(S)
+        self.p, self.r, self.trW = p, r, float(np.trace(W))
+        self.SOt, self.SO, self.Sd = Sd @ O.T, Sd @ O, Sd
+        S2, SOtS, SOS = Sd @ Sd, Sd @ O.T @ Sd, Sd @ O @ Sd
+        # T_ab·p − δ_ab tr W = Σ_k coef_k ⟨K_blk_k, M_k⟩ (⟨A, B⟩ = Σ A∘B); the 8 matrices M_k per (block of K, C entry):
+        # tt: α⟨K11, (SOᵀSOᵀ)ᵀ⟩ + β⟨K21, (SOᵀS)ᵀ⟩;  th: α⟨K12, (S²Oᵀ)ᵀ⟩ + β⟨K22, S²⟩
+        # ht: γ'⟨K11, S²⟩ + δ⟨K21, (S²O)ᵀ⟩;       hh: γ'⟨K12, (SOS)ᵀ⟩ + δ⟨K22, (SOSO)ᵀ⟩
+        Z = np.zeros((r, r))
+        blk = lambda i, M: np.block([[M if i == 0 else Z, M if i == 1 else Z], [M if i == 2 else Z, M if i == 3 else Z]])
+        mats = [blk(0, (SOtS @ O.T).T), blk(2, SOtS.T), blk(1, (S2 @ O.T).T), blk(3, S2),
+                blk(0, S2), blk(2, (S2 @ O).T), blk(1, SOS.T), blk(3, (SOS @ O).T)]
+        self.M = np.stack([mm.ravel() for mm in mats], 1)   # (4r², 8)
+        self.I = np.eye(2 * r)
+        self.U, self.V, self.S = U, V, S
+        # dRL/dC_kl: (columns of K, matrix, rows of K) of the one nonzero block of each derivative
+        self.blocks = [(slice(None, r), Sd @ O.T, slice(None, r)), (slice(None, r), Sd, slice(r, None)),
+                       (slice(r, None), Sd, slice(None, r)), (slice(r, None), Sd @ O, slice(r, None))]
+        self._C0 = None    # the last real point: C0, K0 = (I − R L(C0))^{-1}, v0 = ⟨K0, M_k⟩, ∂T/∂C there (lazy)
+        self._K0 = self._v0 = self._J = None
+
+    def _T(self, C, v, diag=True):
+        """T from C (2×2[×batch]) and the Frobenius products v (…×8); tr W on the diagonal when ``diag``."""
+        al, be, ga, de = C[0, 0], C[0, 1], C[1, 0], C[1, 1]
+        t = self.trW if diag else 0.0
+        return np.array([[t + al * v[..., 0] + be * v[..., 1], al * v[..., 2] + be * v[..., 3]],
+                         [ga * v[..., 4] + de * v[..., 5], t + ga * v[..., 6] + de * v[..., 7]]]) / self.p
+
+    def _exact(self, C):
+        al, be, ga, de = (np.asarray(x)[..., None, None] for x in (C[0, 0], C[0, 1], C[1, 0], C[1, 1]))
+        RL = np.block([[al * self.SOt, be * self.Sd], [ga * self.Sd, de * self.SO]])
+        K = np.linalg.inv(self.I - RL)
+        return K, K.reshape(K.shape[:-2] + (-1,)) @ self.M
+
+    @property
+    def J(self):
+        """∂T_ab/∂C_kl at the last real point (2×2×2×2): dK = K0 dRL K0, dT = T(dC, v0) + T(C0, ⟨dK, M⟩)."""
+        if self._J is None:
+            K0, J = self._K0, np.empty((2, 2, 2, 2))
+            for idx, (rows, blk, cols) in enumerate(self.blocks):
+                k, l = divmod(idx, 2)
+                dC = np.zeros((2, 2))
+                dC[k, l] = 1.0
+                dv = (K0[:, rows] @ blk @ K0[cols, :]).ravel() @ self.M
+                J[:, :, k, l] = self._T(dC, self._v0, diag=False) + self._T(self._C0, dv, diag=False)
+            self._J = J
+        return self._J
+
+    def _set(self, C0):
+        self._K0, self._v0 = self._exact(C0)
+        self._C0, self._J = np.array(C0, dtype=float), None
+
+    def traces(self, C):
+        """T(C) for C of shape (2, 2) or (2, 2, B), real or complex. A complex C whose real parts are one point
+        C0 (to 1e-12) and whose imaginary part is a complex step (|Im C| ≤ 1e-12·max(1, |C0|)) is evaluated
+        as T(C0) + J·(C − C0) (exact to O(|Im C|²)), the inverse at C0 computed once and kept."""
+        C = np.asarray(C)
+        if np.iscomplexobj(C):
+            C0 = C.real if C.ndim == 2 else C.real[:, :, 0]
+            big = max(1.0, float(np.max(np.abs(C0))))
+            near = C.ndim == 2 or np.allclose(C.real, C0[:, :, None], rtol=1e-12, atol=1e-12 * big)
+            if near and np.max(np.abs(C.imag)) <= 1e-12 * big:
+                if self._C0 is None or not np.allclose(C0, self._C0, rtol=1e-13, atol=1e-13 * big):
+                    self._set(C0)
+                T0, dC = self._T(self._C0, self._v0), C - (self._C0 if C.ndim == 2 else self._C0[:, :, None])
+                return (T0 if C.ndim == 2 else T0[:, :, None]) + np.tensordot(self.J, dC, axes=([2, 3], [0, 1]))
+        elif C.ndim == 2:
+            if self._C0 is None or not np.array_equal(C, self._C0):
+                self._set(C)
+            return self._T(C, self._v0)
+        return self._T(C, self._exact(C)[1])
+
+    def apply(self, C, v):
+        """H(C) v = v + L K R v (exact at any C, complex too; v of shape (2p,) or (2p, k)): the interface of
+        :meth:`symattn.backends.general_w._HOperator.apply` (which linearises in C − C0)."""
+        C = np.asarray(C)
+        p = self.p
+        vt, vh = v[:p], v[p:]
+        Rv = np.concatenate([(self.V.T @ vt) * (self.S if v.ndim == 1 else self.S[:, None]),
+                             (self.U.T @ vh) * (self.S if v.ndim == 1 else self.S[:, None])])
+        y = self._exact(C)[0] @ Rv if C.dtype.kind == "c" or not np.array_equal(C, self._C0) else self._K0 @ Rv
+        r = self.r
+        al, be, ga, de = C[0, 0], C[0, 1], C[1, 0], C[1, 1]
+        Uy, Vy = self.U @ y[:r], self.V @ y[r:]
+        return np.concatenate([vt + al * Uy + be * Vy, vh + ga * Uy + de * Vy])
 
 
-def _dyson_map(m, state, z, blocks, nodes):
-    """One evaluation: state = (g 3×3, and per block ĝ_xx, ĝ_wu) → new state, and G_xx mean."""
-    g = state[:9].reshape(3, 3)
+def _low_rank_traces(W):
+    """A :class:`_LowRankTraces` of W when 0 < rank W ≤ p/2 (one SVD per content of W, cached), else None."""
+    key = _digest(W)
+    if key not in _TRACE_CACHE:
+        U, S, Vt = np.linalg.svd(W)
+        r = weight_rank(W, S)
+        if len(_TRACE_CACHE) > 8:
+            _TRACE_CACHE.clear()
+        _TRACE_CACHE[key] = _LowRankTraces(W, U[:, :r], S[:r], Vt[:r].T) if 0 < 2 * r <= W.shape[0] else None
+    return _TRACE_CACHE[key]
+
+
+def _node_inputs(m, state, Hop, blocks):
+    """The scalars through which the state enters the token nodes: y = (Σ_nn row-major (9), then per block
+    t_b = φ_b ĝ_wu, u_b = φ_b ĝ_xx), and the p-trace operator used (module docstring; ``Hop`` as in
+    :func:`_dyson_map`). ``state`` of shape (ns,) or (ns, B)."""
+    g = state[:9].reshape((3, 3) + state.shape[1:])
     S = _sigma_pp(m, g)
-    P, _ = _p_traces(m, S)
+    P, Hop = _p_traces(m, S, Hop)
     Snn = _sigma_nn(m, P, g)
-    kappa, kw = nodes["kappa"], nodes["w"]
-    M = kappa.size
-    L = np.zeros((M, 3, 3))
-    L[:, X_, X_] = z
-    L[:, X_, W_] = kappa
-    L[:, U_, X_] = -kappa
-    L[:, U_, U_] = 1.0
-    L[:, W_, W_] = 1.0
-    L = L - Snn[None]
+    y = [Snn[i, j] for i in range(3) for j in range(3)]
     for j, (m2, ru, rv) in enumerate(blocks):
         gxx, gwu = state[9 + 2 * j], state[10 + 2 * j]
-        phi = _block_phi(m2, m.c, m.n, m.p, gxx, gwu)
-        L[:, X_, X_] += rv * phi * gwu
-        L[:, U_, W_] += ru * phi * gxx
-    G = np.linalg.inv(L)
-    out = [np.einsum("m,mij->ij", kw, G).ravel()]
-    for (m2, ru, rv) in blocks:
-        out.append([kw @ (rv * G[:, X_, X_]), kw @ (ru * G[:, W_, U_])])
-    return np.concatenate([np.ravel(o) for o in out])
+        phi = _block_phi(m2, (m.n * m.n / m.p) * gxx * gwu) / m.c
+        y += [phi * gwu, phi * gxx]
+    return np.array(y), Hop
 
 
-def _signal_F(m, state, z, blocks, nodes):
+def _block_phi(m2, x):
+    """Σ_α m_α²/(1 + x m_α²) at x (a number or an array of points). Complex steps about one real point
+    (|Im x|, the spread of Re x ≤ 1e-12·|x|) are taken as φ(x0) + φ'(x0)(x − x0), φ' = −Σ m⁴/(1 + x0 m²)²
+    (exact to O(η²); one sum over the D weights instead of one per point)."""
+    x = np.asarray(x)
+    x0 = float(np.real(x.flat[0]))
+    if np.ndim(x) == 0 and not np.iscomplexobj(x):
+        return np.sum(m2 / (1 + x0 * m2))
+    if np.max(np.abs(x - x0)) <= 1e-12 * max(abs(x0), 1e-300):
+        q = m2 / (1 + x0 * m2)
+        return np.sum(q) - np.sum(q * q) * (x - x0)
+    return np.sum(m2 / (1 + x[..., None] * m2), axis=-1)
+
+
+def _node_means(y, z, blocks, nodes, full: bool = False):
+    """Φ from the node inputs y (:func:`_node_inputs`): the token means of G_i = L_i^{-1}, L_i = L0(κ_i) − Σ_nn
+    + Σ_b (ρv_i² t_b E_xx + ρu_i² u_b E_uw). The L_i differ only in their (x, x), (x, w), (u, x), (u, w)
+    entries and are inverted together by the adjugate (holomorphic: complex steps too). With ``full``
+    also G (3, 3, tokens) (y real, one point)."""
+    kappa, kw = nodes["kappa"], nodes["w"]
+    col = lambda x: np.asarray(x)[..., None]    # a scalar per point → broadcast over the nodes (last axis)
+    a, f_ = z - col(y[0]), -col(y[5])
+    for j, (m2, ru, rv) in enumerate(blocks):
+        a = a + rv * col(y[9 + 2 * j])
+        f_ = f_ + ru * col(y[10 + 2 * j])
+    b, c, e = -col(y[1]), kappa - col(y[2]), 1 - col(y[4])
+    d, gg, h, k = -kappa - col(y[3]), -col(y[6]), -col(y[7]), 1 - col(y[8])
+    # adjugate of [[a, b, c], [d, e, f], [gg, h, k]] (rows x, u, w)
+    adj = [[e * k - f_ * h, c * h - b * k, b * f_ - c * e],
+           [f_ * gg - d * k, a * k - c * gg, c * d - a * f_],
+           [d * h - e * gg, b * gg - a * h, a * e - b * d]]
+    det = a * adj[0][0] + b * adj[1][0] + c * adj[2][0]
+    wd = kw / det
+    if det.ndim == 1:
+        # one point: the 9 + 2·blocks means as one product (9, tokens) × (tokens, 1 + 2·blocks)
+        A = np.array(np.broadcast_arrays(*[adj[i][j] for i in range(3) for j in range(3)]))
+        Pm = A @ np.array([wd] + [wd * sc for (_, ru, rv) in blocks for sc in (rv, ru)]).T
+        out = list(Pm[:, 0])
+        for j in range(len(blocks)):
+            out += [Pm[3 * X_ + X_, 1 + 2 * j], Pm[3 * W_ + U_, 2 + 2 * j]]
+    else:
+        out = [np.sum(wd * adj[i][j], axis=-1) for i in range(3) for j in range(3)]
+        for (m2, ru, rv) in blocks:
+            out += [np.sum(wd * rv * adj[X_][X_], axis=-1), np.sum(wd * ru * adj[W_][U_], axis=-1)]
+    if not full:
+        return np.array(out)
+    inv = 1 / det
+    return np.array(out), np.array([[adj[i][j] * inv for j in range(3)] for i in range(3)])
+
+
+def _dyson_map(m, state, z, blocks, nodes, Hop=None):
+    """One evaluation of the fixed-point map: state = (g 3×3, and per block ĝ_xx, ĝ_wu) → (new state, the
+    p-trace operator used). ``state`` of shape (ns,) or (ns, B) (B points at once, with the low-rank traces).
+    ``Hop``: the low-rank traces, or an H operator linearised at another point (complex steps); None: a new
+    p×p-route H operator at this (real) point."""
+    y, Hop = _node_inputs(m, state, Hop, blocks)
+    return _node_means(y, z, blocks, nodes), Hop
+
+
+def _signal_F(m, state, z, blocks, nodes, Hop=None):
     """F = ŷᵀ[L_full^{-1}]_xx ŷ at the fixed point: ⟨G_xx⟩, corrected for μ ≠ 0 by the Woodbury step of
     docs/theory.md §12.3 (:func:`~symattn.backends.general_w.resolvent_F`) with the n-forms of this fixed
-    point (the blocks are independent of y and add no rank-one piece)."""
-    Gbar = _dyson_map(m, state, z, blocks, nodes)[:9].reshape(3, 3)
+    point (the blocks are independent of y and add no rank-one piece). Holomorphic in (state, z)."""
+    Gbar = _dyson_map(m, state, z, blocks, nodes, Hop)[0][:9].reshape(3, 3)
     return resolvent_F(m, state[:9].reshape(3, 3), z, Gbar=Gbar)
 
 
-def _solve(m, z, blocks, nodes, tol=1e-12, maxiter=400):
+def _jacobians(m, state, z, blocks, nodes, Hop):
+    """Φ(state), ∂Φ/∂state (ns×ns) and ∂Φ/∂z at real (state, z), and the p-trace operator.
+
+    Φ = N(y(s), z) (:func:`_node_means` ∘ :func:`_node_inputs`). The node part in closed form: with
+    dG_i = −G_i dL_i G_i, an output o = Σ_i ω_oi G_i[j_o, k_o] (ω = the token weights, times ρv² or ρu² for
+    the block outputs) and an input n entering L_i as ν_ni E_{p_n q_n} (Σ_nn: ν = −1; t_b: ρv², (x, x);
+    u_b: ρu², (u, w)) give ∂o/∂y_n = −Σ_i ω_oi ν_ni G_i[j_o, p_n] G_i[q_n, k_o]: one (tokens × ~20)ᵀ(tokens × ~20)
+    product; ∂Φ/∂z = −∂Φ/∂Σ_xx. The scalar part ∂y/∂s by complex steps (η = :data:`STEP`; all columns at
+    once with the low-rank traces, exact; otherwise through the H operator linearised at this point)."""
+    y, Hop = _node_inputs(m, state, Hop, blocks)
+    out, G = _node_means(y, z, blocks, nodes, full=True)
+    w = nodes["w"]
+    # left groups (j, ω) and right groups (q, ν); outputs o → (left group, k), inputs n → (p, right group)
+    left = [(j, w) for j in range(3)]
+    right = [(q, -1.0) for q in range(3)]
+    o_grp, o_k = [0, 0, 0, 1, 1, 1, 2, 2, 2], [0, 1, 2] * 3
+    n_grp, n_p = [0, 1, 2] * 3, [0, 0, 0, 1, 1, 1, 2, 2, 2]   # Σ_nn[p, q] → right group q
+    for (m2, ru, rv) in blocks:
+        left += [(X_, w * rv), (W_, w * ru)]
+        o_grp += [len(left) - 2, len(left) - 1]
+        o_k += [X_, U_]
+        right += [(X_, rv), (W_, ru)]
+        n_grp += [len(right) - 2, len(right) - 1]
+        n_p += [X_, U_]
+    A = np.concatenate([G[j] * om for j, om in left])         # (groups·3, tokens): rows ω G[j, p]
+    B = np.concatenate([G[q] * nu for q, nu in right])       # (groups·3, tokens): rows ν G[q, k]
+    Q = (A @ B.T).reshape(len(left), 3, len(right), 3)
+    o_grp, o_k = np.array(o_grp)[:, None], np.array(o_k)[:, None]
+    dN = -Q[o_grp, np.array(n_p)[None, :], np.array(n_grp)[None, :], o_k]    # ∂Φ_o/∂y_n
+    ns = state.size
+    steps = state[:, None] + 1j * STEP * np.eye(ns)
+    if isinstance(Hop, _LowRankTraces):
+        dy = _node_inputs(m, steps, Hop, blocks)[0].imag / STEP
+    else:
+        dy = np.stack([_node_inputs(m, steps[:, j], Hop, blocks)[0].imag for j in range(ns)], 1) / STEP
+    return out, dN @ dy, -dN[:, 0], Hop
+
+
+def _jacobian(m, state, z, blocks, nodes, Hop):
+    """∂Φ/∂state at real (state, z) (:func:`_jacobians`)."""
+    return _jacobians(m, state, z, blocks, nodes, Hop)[1]
+
+
+def _residual(new, state) -> float:
+    scale = np.maximum(np.abs(new), 1e-6 * np.max(np.abs(new)))
+    return float(np.max(np.abs(new - state) / scale))
+
+
+def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: bool = True):
+    """The fixed point state = Φ(state) at real z = γ from the γ → ∞ start: an Anderson-accelerated damped
+    iteration (it stays on the physical branch), then, below the relative residual :data:`NEWTON_SWITCH`,
+    Newton's method with the Jacobian of :func:`_jacobians` (a step that raises the residual is halved).
+    Returns (state, p-trace operator at the state, evaluations, (∂Φ/∂state, ∂Φ/∂z) at the last iterate
+    when Newton computed them there, else None)."""
     nb = len(blocks)
     state = np.concatenate([np.diag([1.0 / z, 1.0, 1.0]).ravel(), np.tile([1.0 / z, 1.0], nb)])
+    ns = state.size
     X, R = [], []
     res = np.inf
-    for it in range(maxiter):
-        new = _dyson_map(m, state, z, blocks, nodes)
-        r = new - state
-        scale = np.maximum(np.abs(new), 1e-6 * np.max(np.abs(new)))
-        res = float(np.max(np.abs(r) / scale))
+    prev = None   # the last Newton point: (state, residual, Φ(state), operator)
+    halvings = 0
+    J = Jz = None
+    for it in range(1, maxiter + 1):
+        if prev is not None and halvings == 0:
+            new, J, Jz, Hop = _jacobians(m, state, z, blocks, nodes, traces)
+        else:
+            new, Hop = _dyson_map(m, state, z, blocks, nodes, traces)
+            J = None
+        res = _residual(new, state) if np.all(np.isfinite(new)) else np.inf
         if res < tol:
-            return new, it
+            return new, Hop, it, (None if J is None else (J, Jz))
+        if prev is not None and not res < prev[1]:
+            if prev[1] < 100 * tol:      # Newton stalls at the rounding floor: the last point is converged
+                return prev[2], prev[3], it, None
+            halvings += 1
+            if halvings > 30:
+                break
+            state = prev[0] + (state - prev[0]) / 2
+            continue
+        if not np.isfinite(res):
+            break
+        r = new - state
+        if newton and res < NEWTON_SWITCH:
+            if J is None:
+                new, J, Jz, Hop = _jacobians(m, state, z, blocks, nodes, Hop)
+            try:
+                step = np.linalg.solve(np.eye(ns) - J, r)
+            except np.linalg.LinAlgError:
+                step = r / 2
+            prev, halvings = (state, res, new, Hop), 0
+            state = state + step
+            continue
         X.append(state.copy())
         R.append(r)
         if len(X) > 6:
@@ -380,14 +684,35 @@ def _solve(m, z, blocks, nodes, tol=1e-12, maxiter=400):
                            residuals=[res], iterations=maxiter, point={"gamma": float(z)})
 
 
+def _point_implicit(m, z, blocks, nodes, traces):
+    """(F, F') at γ = z: F′ by implicit differentiation of the fixed point s* = Φ(s*, z),
+    ds/dz = (I − ∂Φ/∂s)^{-1} ∂Φ/∂z (:func:`_jacobians`), then one complex step of F along (ds/dz, 1)
+    (the n-forms Φ(s*)[:9] move by ds/dz[:9], as Φ(s*) = s*). The Jacobians are those of the last Newton
+    iterate s_k when the solver has them (s* = Φ(s_k), |s* − s_k| below 1e-12 relative), else taken at s*."""
+    st, Hop, _, jac = _solve(m, z, blocks, nodes, traces)
+    if jac is None:
+        st, J, Jz, Hop = _jacobians(m, st, z, blocks, nodes, Hop)
+    else:
+        J, Jz = jac
+    ds = np.linalg.solve(np.eye(st.size) - J, Jz)
+    h = STEP * z
+    Gbar = (st[:9] + 1j * h * ds[:9]).reshape(3, 3)
+    Fc = resolvent_F(m, (st[:9] + 1j * h * ds[:9]).reshape(3, 3), complex(z, h), Gbar=Gbar)
+    return float(np.real(Fc)), float(np.imag(Fc)) / h
+
+
 def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=("33", "31", "22"),
                           token_scales: bool = True,
                           constants=None, tokens: int = 4000, pairs=None, seed: int = 0,
-                          rel_step: float = 1e-4) -> dict:
+                          rel_step: float = 1e-4, derivative: str = "implicit") -> dict:
     r"""E_A(γ) = −γ² F'(γ) for the kernel model with the structured Hermite blocks (module docstring).
 
-    F(γ) = ⟨G_xx⟩ of the Dyson fixed point; F' by a central difference in γ (relative step
-    ``rel_step``, fixed point to 1e-12).
+    F(γ) = ⟨G_xx⟩ of the Dyson fixed point s* = Φ(s*, γ) (Anderson, then Newton; to 1e-12); F' by
+    implicit differentiation, ds/dγ = (I − ∂Φ/∂s)^{-1} ∂Φ/∂γ with the Jacobians by complex steps
+    (η = 1e-20), then F' = ∂F/∂s·ds/dγ + ∂F/∂γ by one complex step (``derivative='implicit'``), or by a
+    central difference in γ with relative step ``rel_step`` (three fixed points, ``'central'``).
+    For rank W ≤ p/2 the p-traces are taken in the 2r-dimensional range of W (:class:`_LowRankTraces`,
+    O(r³) per evaluation), otherwise by the p×p route of :mod:`symattn.backends.general_w`.
 
     Parameters
     ----------
@@ -413,6 +738,9 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     constants : HermiteBlockConstants, optional
         Precomputed :func:`hermite_block_constants`.
     tokens, pairs, seed : Monte Carlo sizes of the latent nodes and of the constants.
+    rel_step : float
+        The relative step of ``derivative='central'``.
+    derivative : {'implicit', 'central'}
 
     Returns
     -------
@@ -431,6 +759,8 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     """
     if signal not in ("latent", "linear"):
         raise ParameterError("signal", signal, "'latent' or 'linear'")
+    if derivative not in ("implicit", "central"):
+        raise ParameterError("derivative", derivative, "'implicit' or 'central'")
     for b in blocks:
         if b not in ("33", "31", "22"):
             raise ParameterError("blocks", b, "a subset of ('33', '31', '22')")
@@ -440,7 +770,7 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     rest = k.rest_var
     blk = []
     if token_scales and (("33" in blocks and k.m33 is not None) or ("22" in blocks and k.m22 is not None)):
-        kappa, sc, w = _token_nodes(f, W, k, k.b1, tokens, seed, True, m0.mu)
+        kappa, sc, w = _token_nodes(f, W, k, k.b1, tokens, seed, m0.mu)
     else:
         # the Gauss–Hermite diagonal nodes of general_w, with the slope b1
         kappa = m0.kappa + (m0.a1 - k.b1) * float(np.trace(W)) / W.shape[0]
@@ -459,14 +789,19 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     m = replace(m0, a1=k.b1, sigma2=rest / m0.c, tau=tau)
     nodes = {"kappa": kappa, "w": w}
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
+    traces = _low_rank_traces(W)
     E, F = [], []
     for g0 in gam:
-        Fs = []
-        for z in (g0 * (1 - rel_step), g0, g0 * (1 + rel_step)):
-            st, _ = _solve(m, z, blk, nodes)
-            Fs.append(_signal_F(m, st, z, blk, nodes))
-        F.append(Fs[1])
-        E.append(-g0 * g0 * (Fs[2] - Fs[0]) / (2 * rel_step * g0))
+        if derivative == "implicit":
+            F0, dF = _point_implicit(m, float(g0), blk, nodes, traces)
+        else:
+            Fs = []
+            for z in (g0 * (1 - rel_step), g0, g0 * (1 + rel_step)):
+                st = _solve(m, z, blk, nodes, traces)[0]
+                Fs.append(_signal_F(m, st, z, blk, nodes, traces))
+            F0, dF = Fs[1], (Fs[2] - Fs[0]) / (2 * rel_step * g0)
+        F.append(F0)
+        E.append(-g0 * g0 * dF)
     out = {"E": np.array(E), "F": np.array(F), "constants": k}
     if signal == "latent" and np.any(m.mu):
         dE = strong_direction_correction(f, m.c, gam, W, m.mu)
