@@ -1187,7 +1187,7 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
             store["z"] = np.einsum("pji,pj->pi", store["Ch"], y)
         dT, dU, dTd = change
         kdot = KERNELS["numpy"][f"gamma-dot-r{rank}"]
-        entries, fn = kdot.entries, getattr(kdot, "_exprs", None)   # the compiled entries of the MatrixFunction
+        entries = kdot.entries
         g2 = np.asarray(g, dtype=float) ** 2
         # the rows of ``rep`` in blocks of the stored points in order (the draws): no gathered copies of
         # the (P, N, N) arrays
@@ -1201,8 +1201,8 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
             N = len(vT)
             dGv, vdGdv = np.zeros((N, len(v))), np.zeros(len(v))
             if entries:   # ΔΓv and v·ΔΓ̇v from the nonzero entries of Γ̇ (no dense (P, N, N) matrices)
-                vals_T = fn(*np.concatenate([dT[bl, :6], dU[bl]], axis=1).T, *gv, rc[at])
-                vals_Td = fn(*dTd[bl].T, *gv, rc[at])
+                vals_T = kdot.nonzero(*np.concatenate([dT[bl, :6], dU[bl]], axis=1).T, *gv, rc[at])
+                vals_Td = kdot.nonzero(*dTd[bl].T, *gv, rc[at])
                 for (i, j), x, xd in zip(entries, vals_T, vals_Td):
                     dGv[i] += x * vT[j]
                     vdGdv += xd * (vT[i] * vT[j])

@@ -98,13 +98,17 @@ class MatrixFunction:
         self.entries = list(entries)
         self._exprs = fn if self.entries else None
 
+    def nonzero(self, *values):
+        """The values of the entries :attr:`entries` (a list in their order; empty when there are none), without
+        the dense (P, rows, cols) array."""
+        return list(self._exprs(*values)) if self._exprs is not None else []
+
     def __call__(self, *values, P: int, dtype=float):
         out = np.zeros((P,) + self.shape, dtype=dtype)
         if dtype is object:
             out[...] = 0
-        if self._exprs is not None:
-            for (i, j), v in zip(self.entries, self._exprs(*values)):
-                out[:, i, j] = np.broadcast_to(v, (P,))
+        for (i, j), v in zip(self.entries, self.nonzero(*values)):
+            out[:, i, j] = np.broadcast_to(v, (P,))
         return out
 
 

@@ -469,6 +469,8 @@ def _digest(W) -> tuple:
     d = a.shape, a.dtype.str, hashlib.blake2b(data, digest_size=16).hexdigest()
     _DIGESTS[id(W)] = (W, d)
     return d
+
+
 #: how a dense (non-symmetric) W is evaluated: 'pp' (two p×p inverses of the Schur complements N, N',
 #: docs/theory.md §12.2) or '2p' (one 2p×2p inverse of B2; the reference the tests compare with)
 DENSE_ROUTE = "pp"

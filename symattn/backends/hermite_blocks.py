@@ -55,7 +55,6 @@ constants by Monte Carlo over latent pairs) is a conjecture checked by Monte Car
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, replace
 
@@ -64,7 +63,7 @@ import numpy as np
 from ..errors import ConvergenceError, ParameterError
 from ..model import weight_rank
 from ..gauss import gauss_hermite
-from .general_w import (X_, U_, W_, _p_traces, _sigma_nn, _sigma_pp, general_w_model, resolvent_F,
+from .general_w import (X_, U_, W_, _digest, _p_traces, _sigma_nn, _sigma_pp, general_w_model, resolvent_F,
                         strong_direction_correction)
 
 __all__ = ["HermiteBlockConstants", "hermite_block_constants", "hermite_block_error"]
@@ -304,19 +303,6 @@ NEWTON_SWITCH = 1e-2
 STEP = 1e-20
 
 
-def _digest(*arrays) -> str:
-    """BLAKE2 of the arrays' shapes and float64 entries (None allowed): a cache key for their content."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        if a is None:
-            h.update(b"None")
-            continue
-        a = np.ascontiguousarray(a, dtype=float)
-        h.update(repr(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
 def _esym(x, k):
     """Elementary symmetric polynomials e_0 … e_k of the columns of x (one per row), by the recursion
     e_j ← e_j + x_a e_{j−1} over the columns a (no cancellation for x ≥ 0)."""
@@ -354,7 +340,8 @@ def _token_nodes(f, W, k, b1, tokens, seed, mu):
     (W, μ, U, V, ŝ) and (seed, tokens); κ is evaluated per call."""
     p = W.shape[0]
     scaled = tuple(name for name, mw in (("33", k.m33), ("22", k.m22)) if mw is not None and np.any(mw))
-    key = (_digest(W, mu, k.U, k.V, k.shat), seed, tokens, scaled)
+    content = tuple(None if a is None else _digest(a) for a in (W, mu, k.U, k.V, k.shat))
+    key = (content, seed, tokens, scaled)
     if key not in _NODE_CACHE:
         rng = np.random.default_rng(seed + 1)
         Z = rng.standard_normal((tokens, p))
