@@ -258,7 +258,10 @@ def test_ctrl_c_at_any_moment_is_interrupted_130(tmp_path):
                                 "--no-progress"]  # runs for minutes: every signal lands before the end
     judged = 0
     for delay in delays:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        # SIGINT at its default in the child: a shell that runs this suite in the background ignores
+        # it, the child would inherit that, and Python then installs no KeyboardInterrupt handler
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             time.sleep(delay)
             proc.send_signal(signal.SIGINT)

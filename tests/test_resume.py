@@ -46,7 +46,8 @@ STEMS = ("fig_mu0.png", "fig_mu0.pdf", "fig_mu0.csv", "fig_mu0.csv.provenance.js
 def _start(out: Path, cache: bool = True) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-c", SCRIPT, str(out), "cache" if cache else "none"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # even when run in the background
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 240) -> dict:
