@@ -540,6 +540,8 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         (mpmath for p <= 100), ``geometry`` and ``correction`` None
         (:func:`symattn.backends.general_w_entry.general_memorization_error`).
         With ``heads=`` (and no ``weights``), ``mu`` is the signal of the multi-head layer instead.
+        ``residual=True`` with ``weights=W`` is the residual layer of the one head W (as ``heads=[W]``:
+        the Gaussian-equivalent value, no strong-direction correction); the softmax is refused.
     structure : {'auto', 'blocks', 'free'}
         With ``weights=``: the model of the kernel's nonlinear part, the free elliptic noise of
         docs/theory.md §12.1 ('free') or the structured Hermite blocks of §12.8 for a low-rank W
@@ -580,6 +582,17 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
             name = "geometry" if geometry is not None else "correction" if correction is not None else "heads"
             raise ParameterError(name, {"geometry": geometry, "correction": correction, "heads": "a list"}[name],
                                  "None with weights= (give the heads' signal as heads=..., mu=...)")
+        if kernel != "entrywise" or temperature is not None:
+            name, value = ("kernel", kernel) if kernel != "entrywise" else ("temperature", temperature)
+            raise ParameterError(name, value, "the default with weights= (the softmax theory is for W = I: "
+                                 "kernel='softmax' without weights=)")
+        if readout not in ("concat", "sum"):
+            raise ParameterError("readout", readout, "'concat' or 'sum'")
+        if residual is not False:   # one head: Φ = X(I + K) is the residual layer of heads=[W]
+            from .variants import variant_error
+
+            return variant_error(f, c, gamma, model=model, backend=backend, dps=dps, n=n, diagonal=diagonal,
+                                 residual=residual, heads=[weights], readout="sum", mu=mu)
         from .backends.general_w_entry import general_memorization_error
 
         return general_memorization_error(f, c, gamma, weights, mu, model=model, backend=backend, n=n,

@@ -404,6 +404,26 @@ def test_anderson_restart_converges_where_the_history_cycles(monkeypatch):
     np.testing.assert_allclose(E, E64, rtol=1e-10)
 
 
+
+def test_anderson_restart_breaks_a_cycle_that_restarts_into_itself():
+    """Two summed random heads at p = 30 (the sample of `symattn verify`'s variant property), tanh, c = 0.5,
+    γ = 1e-3: restarted from its best point with an empty history, Anderson ran into the same 4-cycle (residual
+    3–11) until maxiter. With longer plain damped steps after each restart it converges, to the fixed point
+    that a warm start from the solution at γ = 3e-3 reaches."""
+    from symattn import variants
+    from symattn.verification.cases.variants import PROPERTY_SEED, _variant_samples
+
+    heads = next(kw["heads"] for label, kw in _variant_samples(np.random.default_rng(PROPERTY_SEED + 2))
+                 if label == "2 random heads sum")
+    f = sa.activation("tanh")
+    ms = [gw.general_w_model(f, 0.5, W, None) for W in heads]
+    m = variants._summed_model(gw, f, 0.5, heads, ms, None, "f")
+    cold = gw.solve_pencil(m, 1e-3)
+    warm = gw.solve_pencil(m, 1e-3, g0=gw.solve_pencil(m, 3e-3).g)
+    np.testing.assert_allclose(cold.g, warm.g, rtol=1e-9, atol=1e-12)
+    E = sa.memorization_error("tanh", 0.5, [1e-3, 3e-3], heads=heads, readout="sum")
+    assert 0 < E[0] < E[1] < 1
+
 def test_mpmath_backend_agrees_with_float64():
     """The same formulas in the mpmath arithmetic (30 digits) against float64, non-symmetric W, at μ = 0 and
     μ ≠ 0 (the Gaussian-equivalent value, signal='linear'): to 1e-10 relative; both solve to their own

@@ -472,6 +472,20 @@ def test_residual_of_general_heads_vs_small_mc():
     assert ok, gaps
 
 
+def test_weights_with_a_variant_is_that_variant_of_one_head():
+    """``weights=W, residual=True`` is the residual layer of the one head W (it used to return the plain layer,
+    which the Monte Carlo puts 4–12 % away); the softmax is refused with weights=."""
+    pytest.importorskip("symattn.backends.general_w")
+    W = np.random.default_rng(1).standard_normal((30, 30)) / np.sqrt(30)
+    g = [0.1, 1.0]
+    res = sa.memorization_error("tanh", 0.5, g, weights=W, residual=True)
+    np.testing.assert_array_equal(res, sa.memorization_error("tanh", 0.5, g, heads=[W], residual=True))
+    assert np.all(np.abs(res / sa.memorization_error("tanh", 0.5, g, weights=W) - 1) > 0.02)
+    for kw in ({"kernel": "softmax"}, {"temperature": 2.0}, {"readout": "mean"}):
+        with pytest.raises(sa.ParameterError, match=next(iter(kw))):
+            sa.memorization_error("tanh", 0.5, g, weights=W, **kw)
+
+
 # ----------------------------------------------------------------------------- concatenated distinct heads (§13.2)
 def _concat_pencil(gamma, Y, Ws, a, c, Ds, sig, Ns):
     """The block pencil of docs/theory.md §13.2 built from concrete matrices (unknowns x, u_h, w_h; t, v_h, h_h,

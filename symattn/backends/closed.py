@@ -889,6 +889,11 @@ def _sub_basis(B: Basis, L: int, moments: int, n: int) -> Basis:
     return Basis(cont=B.cont[:, keep], mag=B.mag[:, keep], atom=B.atom, ok=B.ok, roots=B.roots)
 
 
+def _floats(ctx, *xs):
+    """The arrays ``xs`` as float64 arrays."""
+    return tuple(np.asarray(ctx.to_float(x), dtype=float) for x in xs)
+
+
 def _amp(ctx, vals, mags):
     """max over items of magnitude/|value| (1 where both vanish)."""
     v = np.abs(np.asarray(ctx.to_float(vals), dtype=float))
@@ -914,6 +919,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
     (True, True)
     """
     from .closed_reduced import rescue_a1_d_zero, snap_a1
+    from .context import FloatContext
     from .solver import kernel_coefficients
 
     work = ctx
@@ -967,9 +973,16 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     A = kernel_coefficients(work, p.a1[idx], gq, rank) if coefficients is None else coefficients[idx]
                     args = (A, gq, rank, p.rc[idx])
                     kw = dict(a1=p.a1[idx] if coefficients is None else None)
-                    store = {} if work.name == "numpy" else None
+                    store = {}
                     Fv, Fd, kappa = woodbury_scaled(work, T, T_dot, *args, centred=U, store=store, **kw)
-                    kw["exact"] = kappa == 0 if work.name == "numpy" else None
+                    if work.name == "numpy":
+                        kw["exact"] = store["exact"] = kappa == 0
+                    else:   # the first-order changes of E (_change_of_E) need only the float64 solve
+                        kw["exact"] = None
+                        Tf, Tdf, Af, gf, rcf, Uf = _floats(work, T, T_dot, A, gq, p.rc[idx], U)
+                        a1_ = None if kw["a1"] is None else _floats(work, kw["a1"])[0]
+                        store["exact"] = woodbury_scaled(FloatContext(), Tf, Tdf, Af, gf, rank, rcf, a1=a1_,
+                                                         centred=Uf, store=store)[2] == 0
                     Ev = -(p.gamma[idx] ** 2) * Fd
                     est = _precision(work, T, U, T_dot, args, kw, Ev, p.gamma[idx], res, store=store)
                     est = np.maximum(est, kappa * np.finfo(float).eps)   # the float64 Woodbury solve: κ_s·eps
@@ -1161,13 +1174,14 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
     r"""E_A at the perturbed traces ``Tp``, ``Up``, ``Tdp`` (rows ``rep`` of the unperturbed points)
     minus E_A there (``E``), as floats.
 
-    With ``store`` (the unperturbed solve of :func:`woodbury_scaled`, float64): to first order in the
+    With ``store`` (the unperturbed solve of :func:`woodbury_scaled` in float64; for mpmath, of the
+    traces rounded to float64, the first-order terms being needed to a few digits only): to first order in the
     perturbations ``change`` = (ΔT, ΔU, ΔṪ). Γ is affine in the traces, so ΔΓ = Γ̇(ΔT, ΔU) and
     ΔΓ̇ = Γ̇(ΔṪ) (the nonzero entries of the ``gamma-dot`` kernel, no cancellation); Δv = −M⁻¹ĈΔΓv and,
     Γ̇ symmetric, ΔE = −γ²(2(Γ̇v)·Δv + v·ΔΓ̇v) = −γ²(v·ΔΓ̇v − 2z·ΔΓv) with the adjoint z = ĈᵀM⁻ᵀΓ̇v
     (computed once, kept in ``store``). The perturbations are 2⁸u relative or below, so the terms of
     second order are below rounding; no new solve and no product ĈΓ. Points without a stored inverse
-    (the exact rational step of :func:`woodbury_scaled`), and mpmath: the perturbed solve itself.
+    (the exact rational step of :func:`woodbury_scaled`): the perturbed solve itself.
     """
     from .solver import KERNELS
     from .kernels import gram_values
@@ -1179,13 +1193,13 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
     if store is not None and "Gdot" in store:
         Pn = store["v"].shape[0]
         ok = np.all(np.isfinite(store["v"]), axis=1) & np.all(np.isfinite(np.einsum("pij->pi", store["Minv"])), axis=1)
-        if kw.get("exact") is not None:   # solved by the exact step: the stored float64 solve is not the value
-            ok &= ~np.asarray(kw["exact"], dtype=bool)
+        if "exact" in store:   # solved by the exact step: the stored float64 solve is not the value
+            ok &= ~store["exact"]
         full = ~ok[rep]
         if "z" not in store:   # the adjoint z = Ĉᵀ M⁻ᵀ Γ̇v, once: then (Γ̇v)·Δv = −z·ΔΓv for every perturbation
             y = np.einsum("pji,pj->pi", store["Minv"], np.einsum("pij,pj->pi", store["Gdot"], store["v"]))
             store["z"] = np.einsum("pji,pj->pi", store["Ch"], y)
-        dT, dU, dTd = change
+        dT, dU, dTd, rcf = _floats(ctx, *change, rc)   # first order: float64 is exact enough (mpmath too)
         kdot = KERNELS["numpy"][f"gamma-dot-r{rank}"]
         entries = kdot.entries
         g2 = np.asarray(g, dtype=float) ** 2
@@ -1196,13 +1210,13 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
         for bl in blocks:
             at = slice(None) if isinstance(bl, slice) else bl   # the stored points of these rows
             v, z = store["v"][at], store["z"][at]
-            gv = gram_values(gram[at])
+            gv = gram_values(_floats(ctx, gram[at])[0])
             vT = np.ascontiguousarray(v.T)
             N = len(vT)
             dGv, vdGdv = np.zeros((N, len(v))), np.zeros(len(v))
             if entries:   # ΔΓv and v·ΔΓ̇v from the nonzero entries of Γ̇ (no dense (P, N, N) matrices)
-                vals_T = kdot.nonzero(*np.concatenate([dT[bl, :6], dU[bl]], axis=1).T, *gv, rc[at])
-                vals_Td = kdot.nonzero(*dTd[bl].T, *gv, rc[at])
+                vals_T = kdot.nonzero(*np.concatenate([dT[bl, :6], dU[bl]], axis=1).T, *gv, rcf[at])
+                vals_Td = kdot.nonzero(*dTd[bl].T, *gv, rcf[at])
                 for (i, j), x, xd in zip(entries, vals_T, vals_Td):
                     dGv[i] += x * vT[j]
                     vdGdv += xd * (vT[i] * vT[j])

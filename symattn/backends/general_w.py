@@ -1117,6 +1117,7 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
     g_prev = g_prev_n = Hop_prev = None  # the last Newton iterate (set before they are read)
     X, R = [], []
     best, best_g, stall = np.inf, None, 0   # the Anderson phase's best residual so far, its point, evaluations since
+    restarts, damped = 0, 0   # Anderson restarts so far; plain damped steps left before Anderson resumes
     for it in range(1, maxiter + 1):
         # far from the fixed point (Anderson phase) the traces are evaluated in float32
         gn, parts = pencil_map(m, g, z, single=not newton and not res < SINGLE_ABOVE)
@@ -1138,8 +1139,15 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
                     stall += 1
                 if stall >= ANDERSON_RESTART:
                     # no progress for ANDERSON_RESTART evaluations (the history can cycle at small γ): restart the
-                    # damped iteration from the best point with an empty history
+                    # damped iteration from the best point with an empty history, and let the plain damped steps
+                    # run for longer after each restart (from the same point, the same history cycles again)
                     X, R, stall, g = [], [], 0, best_g
+                    restarts += 1
+                    damped = ANDERSON_RESTART * 2 ** restarts
+                    continue
+                if damped > 0:
+                    damped -= 1
+                    g = g + r.reshape(3, 3) / 2
                     continue
                 X.append(g.ravel().copy())
                 R.append(r)
