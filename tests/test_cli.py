@@ -410,15 +410,30 @@ BAD_INPUTS = [
     ("simulate-backend-unknown", SIM + ["--backend", "jax"], "argument --backend"),
     ("device-with-numpy", SIM + ["--device", "cuda"], "invalid device="),
     ("device-unknown", SIM + ["--backend", "torch", "--device", "tpu"], "invalid device="),
+    ("residual-concat-of-heads", SOLVE + ["--heads", "HEADS2", "--residual"], "invalid readout="),
+    ("softmax-negative-temperature", SOLVE + ["--kernel", "softmax", "--temperature", "-1", "--n", "100",
+                                              "--diagonal", "zero"], "invalid temperature="),
+    ("softmax-small-temperature", SOLVE + ["--kernel", "softmax", "--temperature", "0.5", "--n", "100",
+                                           "--diagonal", "zero"], "invalid temperature="),
+    ("heads-not-npy", SOLVE + ["--heads", "heads.txt"], "invalid heads="),
+    ("heads-wrong-n", SIM + ["--heads", "HEADS2"], "invalid n="),
+    ("weights-with-softmax", SOLVE + ["--weights", "W.npy", "--kernel", "softmax"], "invalid weights="),
+    ("variant-finite-p", SOLVE + ["--residual", "--finite-p", "--n", "100"], "invalid finite_p="),
     ("unknown-command", ["frobnicate"], "invalid choice"),
     ("unknown-option", SOLVE + ["--frobnicate"], "--frobnicate"),
 ]
 
 
 @pytest.mark.parametrize("argv,needle", [(a, n) for _, a, n in BAD_INPUTS], ids=[i for i, _, _ in BAD_INPUTS])
-def test_bad_input_exits_2_with_one_line(capsys, argv, needle):
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, argv, needle):
     if "--backend" in argv and "torch" in argv and argv[0] == "simulate":
         pytest.importorskip("torch")
+    if "HEADS2" in argv or "W.npy" in argv:   # two random 10×10 heads, one 10×10 W
+        rng = np.random.default_rng(0)
+        np.save(tmp_path / "heads.npy", rng.standard_normal((2, 10, 10)) / np.sqrt(10))
+        np.save(tmp_path / "W.npy", rng.standard_normal((10, 10)) / np.sqrt(10))
+        argv = [str(tmp_path / "heads.npy") if a == "HEADS2" else str(tmp_path / "W.npy") if a == "W.npy" else a
+                for a in argv]
     code, out, err = run(capsys, *argv)
     assert code == 2, err
     assert out == ""
@@ -597,3 +612,31 @@ def test_solve_gamma_zero_at_c_at_least_one_is_exit_2(capsys, cs):
 def test_solve_negative_gamma_is_still_refused(capsys):
     code, out, err = run(capsys, "solve", "-a", "tanh", "--c", 0.5, "--gamma", -1)
     assert code == 2 and "gamma" in err and "0 < gamma <= 1e+12" in err
+
+
+def test_variant_flags_give_the_library_values(capsys, tmp_path):
+    """solve/simulate with --residual, --heads FILE.npy --readout sum and --kernel softmax: the numbers of
+    sa.memorization_error / sa.simulate with the same variant, and the variant in the provenance."""
+    pytest.importorskip("symattn.backends.general_w")
+    rng = np.random.default_rng(3)
+    heads = rng.standard_normal((2, 20, 20)) / np.sqrt(20)
+    np.save(tmp_path / "heads.npy", heads)
+    g = [0.1, 1.0]
+    data = run_json(capsys, "solve", "-a", "tanh", "--c", "0.5", "--gamma", *g, "--heads", tmp_path / "heads.npy",
+                    "--readout", "sum", "--residual")
+    ref = symattn.memorization_error("tanh", 0.5, g, heads=list(heads), readout="sum", residual=True)
+    np.testing.assert_allclose(data["E_attention"], ref, rtol=1e-12)
+    np.testing.assert_allclose(data["E_linear"], symattn.memorization_error("tanh", 0.5, g, model="linear"), rtol=1e-12)
+    assert data["provenance"]["parameters"]["readout"] == "sum" and data["provenance"]["parameters"]["residual"]
+    soft = run_json(capsys, "solve", "--c", "0.5", "--gamma", 1e-3, "--kernel", "softmax", "--temperature", 2,
+                    "--diagonal", "zero", "--n", 1000, "--model", "attention")
+    assert "E_linear" not in soft
+    np.testing.assert_allclose(soft["E_attention"], symattn.memorization_error(
+        None, 0.5, [1e-3], kernel="softmax", temperature=2.0, n=1000, diagonal="zero"), rtol=1e-12)
+    sim = run_json(capsys, "simulate", "-a", "tanh", "--n", 40, "--c", 0.5, "--gamma", *g, "--heads",
+                   tmp_path / "heads.npy", "--draws", 2, "--seed", 4, "--no-progress")
+    mc = symattn.simulate("tanh", n=40, c=0.5, gamma=g, heads=list(heads), draws=2, seed=4, progress=False)
+    np.testing.assert_allclose(sim["E_attention"]["mean"], mc.attention_mean, rtol=1e-12)
+    assert sim["provenance"]["parameters"]["heads"] == str(tmp_path / "heads.npy")
+    code, out, _ = run(capsys, "solve", "-a", "tanh", "--c", "0.5", "--gamma", 0.1, "--residual")
+    assert code == 0 and "variant: residual = True" in out

@@ -12,9 +12,10 @@ to the single-head attention system of docs/theory.md §6 (:func:`symattn.backen
   (:func:`head_geometry`, :func:`sum_heads_error`); concatenated *identical* heads give
   E_concat(γ) = E_A(γ/H) exactly;
 - **softmax** K_ij = exp(a_ij/τ)/Σ_{l≠i} exp(a_il/τ), a = XᵀWX/√p: the row sums concentrate and
-  K = 11ᵀ/n + ε K̂ P + o(ε), ε = √p/(n − 1), P = I − 11ᵀ/n, K̂ the entrywise kernel of
-  ĝ(t) = exp(t/τ − 1/(2τ²)) − 1 (a1 = 1/τ, s² = e^{1/τ²} − 1 − 1/τ², d = 0), so
-  E_soft(γ) → E_A(γ/ε²; ĝ) (:func:`softmax_constants`, :func:`softmax_error`).
+  K = 11ᵀ/n + ε(K̂ P − I/√p) + o(ε), ε = √p/(n − 1), P = I − 11ᵀ/n, K̂ the entrywise kernel of
+  ĝ(t) = exp(t/τ − 1/(2τ²)) − 1 (a1 = 1/τ, s² = e^{1/τ²} − 1 − 1/τ²; the self-exclusion −I/(n − 1)
+  gives the diagonal d_n = −1/√p, 0 in the limit), so E_soft(γ) → E_A(γ/ε²; ĝ, d_n)
+  (:func:`softmax_constants`, :func:`softmax_error`).
 
 :func:`polynomial_error` is the outside reference for linear f: Φ = X(αI + βXᵀX/p) at μ = 0 is a
 polynomial of XᵀX, so E is an integral against the Marchenko–Pastur law.
@@ -274,10 +275,13 @@ def softmax_regime(n: int, tau: float, diagonal: str) -> float:
 
 
 def softmax_error(ctx, c, gamma, n: int, tau, gram, rank: int, point_info=None):
-    r"""E of the softmax layer at the ridge γ: E_A(γ/ε²; ĝ_τ, d = 0), ε² = p/(n − 1)².
+    r"""E of the softmax layer at the ridge γ: E_A(γ/ε²; ĝ_τ, d_n = −1/√p), ε² = p/(n − 1)².
 
-    (docs/theory.md §13.3; :func:`softmax_constants`, :func:`softmax_scale`.) The regime
-    (:func:`softmax_regime`) is checked by the caller.
+    (docs/theory.md §13.3; :func:`softmax_constants`, :func:`softmax_scale`.) The rows' self-exclusion
+    K = D⁻¹((11ᵀ − I)/(n − 1) + εK̂) puts −I/(n − 1) = ε·(−I/√p) on the diagonal: the finite-n
+    diagonal d_n = −1/√p of the entrywise kernel K̂ (d = 0 in the limit). At large τ, where K̂ is
+    small, leaving it out (d = 0) misses the Monte Carlo by up to −8 % at n = 1000 (c = 2, τ = 3,
+    γ̂ = 0.01); with it the gap is 0.3 %. The regime (:func:`softmax_regime`) is checked by the caller.
 
     Parameters
     ----------
@@ -302,9 +306,11 @@ def softmax_error(ctx, c, gamma, n: int, tau, gram, rank: int, point_info=None):
     c = np.atleast_1d(np.asarray(c, dtype=float))
     gamma = np.atleast_1d(np.asarray(gamma, dtype=object if ctx.name == "mpmath" else float))
     c, gamma = np.broadcast_arrays(c, gamma)
-    scale = np.array([softmax_scale(n, int(round(ci * n))) for ci in c.reshape(-1)])
-    a1, s2, d = softmax_constants(ctx, tau)
+    ps = [int(round(ci * n)) for ci in c.reshape(-1)]
+    scale = np.array([softmax_scale(n, p) for p in ps])
+    a1, s2, _ = softmax_constants(ctx, tau)
+    d_n = np.array([-1 / ctx.sqrt(ctx.convert(p)) for p in ps], dtype=object if ctx.name == "mpmath" else float)
     g = gamma.reshape(-1) / (scale if ctx.name == "numpy" else np.array([ctx.convert(v) for v in scale], dtype=object))
-    E, _, _ = solver.attention_error(ctx, ctx.convert(c.reshape(-1)), g, a1, s2, d, gram, rank,
+    E, _, _ = solver.attention_error(ctx, ctx.convert(c.reshape(-1)), g, a1, s2, d_n, gram, rank,
                                      point_info=point_info)
     return E

@@ -333,6 +333,54 @@ def add_diagonal_arg(parser: argparse.ArgumentParser) -> None:
                              "(d = 0; required for superlinear f such as he3). Default f")
 
 
+def add_variant_args(parser: argparse.ArgumentParser) -> None:
+    """The layer's variant (docs/theory.md §13): ``--residual``, ``--heads``, ``--readout``, ``--kernel``,
+    ``--temperature``; read back by :func:`variant_from_args`."""
+    g = parser.add_argument_group("layer variant (docs/theory.md §13)")
+    g.add_argument("--residual", action="store_true",
+                   help="the residual connection Phi = X(I + K) (one head, or several with --readout sum)")
+    g.add_argument("--heads", default=None, metavar="minilm:LAYER|FILE.npy",
+                   help="several heads K_h = f(X^T W_h X/sqrt p)/sqrt p: the 12 heads W_K^h^T W_Q^h of a MiniLM "
+                        "layer (0-5, each unit-scaled; p = 384, so n = round(384/c)) or an H x p x p array in a "
+                        ".npy file")
+    g.add_argument("--readout", choices=("concat", "sum"), default="concat",
+                   help="with --heads: the readout sees [X K_1; ...; X K_H] (concat, default) or X sum_h K_h (sum)")
+    g.add_argument("--kernel", choices=("entrywise", "softmax"), default="entrywise",
+                   help="entrywise f (default) or the row softmax exp(a_ij/tau)/sum_l exp(a_il/tau) over l != i "
+                        "(needs --diagonal zero; the activation is not used; solve needs --n)")
+    g.add_argument("--temperature", type=number, default=None, metavar="TAU",
+                   help="softmax temperature tau > 0 (default 1); with solve, inside the regime of "
+                        "docs/theory.md §13.3 only (small tau needs large n)")
+
+
+def variant_from_args(args) -> dict:
+    """The keyword arguments of the variant flags for :func:`symattn.simulate` and
+    :func:`symattn.memorization_error` (empty for the plain layer)."""
+    from .general_w import load_heads
+
+    out = {}
+    if args.residual:
+        out["residual"] = True
+    if args.heads is not None:
+        out["heads"] = load_heads(args.heads)[0]
+    if args.readout != "concat":
+        out["readout"] = args.readout
+    if args.kernel != "entrywise":
+        out["kernel"] = args.kernel
+    if args.temperature is not None:
+        out["temperature"] = args.temperature
+    return out
+
+
+def variant_parameters(args) -> dict:
+    """The variant flags that differ from the plain layer, as given (the heads by their spec)."""
+    return {k: getattr(args, k) for k, default in VARIANT_DEFAULTS.items() if getattr(args, k) != default}
+
+
+#: the variant flags' values for the plain layer
+VARIANT_DEFAULTS = {"residual": False, "heads": None, "readout": "concat", "kernel": "entrywise", "temperature": None}
+
+
 def add_dps_arg(parser: argparse.ArgumentParser, what: str) -> None:
     """``--dps D``: mpmath digits, 15 <= D <= 1000, default 30; ``what`` starts the help text."""
     parser.add_argument("--dps", type=integer("dps", 15, 1000), default=30, metavar="D",

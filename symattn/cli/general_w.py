@@ -58,6 +58,52 @@ def load_weights(spec: str) -> tuple:
     return check_weights(W), spec
 
 
+def load_heads(spec: str) -> tuple:
+    """The heads named by ``--heads`` and a description: ``minilm:LAYER`` (the layer's 12 heads
+    W_K^{hᵀ}W_Q^h, each unit-scaled, ‖W_h‖_F²/p = 1) or ``FILE.npy`` (an H×p×p array).
+
+    Parameters
+    ----------
+    spec : str
+
+    Returns
+    -------
+    (list of numpy.ndarray, str)
+
+    Examples
+    --------
+    >>> load_heads("minilm:2:3")
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid heads='minilm:2:3': allowed minilm:LAYER (all 12 heads of a layer) or FILE.npy
+    """
+    from ..model import check_weights
+
+    if not isinstance(spec, str) or not spec:
+        raise ParameterError("heads", spec, "minilm:LAYER or FILE.npy")
+    if spec.startswith("minilm:"):
+        from .. import realweights as rw
+
+        layer = spec.split(":", 1)[1]
+        if not layer.strip().isdigit():
+            raise ParameterError("heads", spec, "minilm:LAYER (all 12 heads of a layer) or FILE.npy")
+        if not 0 <= int(layer) < rw.MINILM_LAYERS:
+            raise ParameterError("layer", int(layer), f"an integer 0 <= layer <= {rw.MINILM_LAYERS - 1}")
+        w = rw.load_minilm()
+        heads = w.query[int(layer)].shape[0] // rw.MINILM_HEAD_DIM
+        return ([rw.layer_weight(w, int(layer), head=h) for h in range(heads)],
+                f"MiniLM layer {layer}, {heads} heads (each unit-scaled)")
+    if not spec.endswith(".npy"):
+        raise ParameterError("heads", spec, "minilm:LAYER or a .npy file holding an H x p x p array")
+    try:
+        A = np.load(spec, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ParameterError("heads", spec, f"a readable .npy file holding an H x p x p array ({exc})") from None
+    if A.ndim != 3 or A.shape[0] < 1:
+        raise ParameterError("heads", spec, f"an H x p x p array (this file holds shape {A.shape})")
+    return [check_weights(W) for W in A], f"{spec} ({A.shape[0]} heads)"
+
+
 def load_mu(spec, W, snr=None) -> tuple:
     """μ named by ``--mu``: 'zero', 'top' (√snr·top eigenvector of (W + Wᵀ)/2, snr default 1) or FILE.npy.
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..model import N_MAX
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_gamma_arg, add_geometry_args,
-                     add_monte_carlo_args, add_progress_flag, finish_command, fmt, format_table, geometry_from_args,
-                     geometry_line, integer, number, print_json, with_provenance)
+                     add_monte_carlo_args, add_progress_flag, add_variant_args, finish_command, fmt, format_table,
+                     geometry_from_args, geometry_line, integer, number, print_json, variant_from_args,
+                     variant_parameters, with_provenance)
 
 #: the most draws one command accepts
 DRAWS_MAX = 10**6
@@ -20,6 +21,10 @@ DESCRIPTION = """
     M = X^T X/n. Reports the mean and standard error over the draws; runs are reproducible
     by --seed. Progress is shown on stderr for long runs.
 
+    Variants (docs/theory.md §13): --residual (Phi = X(I + K)), --heads with --readout
+    concat|sum (several heads W_h; p is the heads' size), --kernel softmax --temperature TAU
+    (the row softmax over l != i, with --diagonal zero).
+
     JSON: {"gamma", "n", "p", "draws", "E_attention": {"mean", "sem"},
     "E_linear": {"mean", "sem"}, "provenance"}; "provenance" records the seed, the parameters,
     the backend and dtype, the symattn and library versions and a timestamp."""
@@ -28,6 +33,9 @@ EXAMPLES = [
     "symattn simulate -a relu --n 1000 --c 0.5 --gamma 0.1 1 --aligned --snr 1 --draws 8 --json",
     "symattn simulate -a he3 --diagonal zero --n 800 --c 2 --gamma 1",
     "symattn simulate -a tanh --n 4000 --c 1 --gamma 0.1 --backend torch --device cuda",
+    "symattn simulate -a tanh --n 600 --c 0.5 --gamma 0.1 1 --residual",
+    "symattn simulate -a tanh --n 768 --c 0.5 --gamma 1 --heads minilm:2 --readout sum",
+    "symattn simulate --n 500 --c 0.5 --gamma 1e-3 --kernel softmax --temperature 2 --diagonal zero",
 ]
 
 
@@ -45,14 +53,16 @@ def add_parser(subparsers):
                          backend_help="numpy (CPU) or torch (CPU or CUDA; needs the [gpu] extra). Default numpy",
                          device_help="torch device: cpu or cuda (default: cuda if available, else cpu)")
     add_diagonal_arg(p)
+    add_variant_args(p)
     add_progress_flag(p)
     return finish_command(p, run)
 
 
 def simulate_data(act: str, n: int, c: float, gamma, geometry=None, draws: int = 4, seed: int = 0,
                   backend: str = "numpy", device: str | None = None, diagonal: str = "f",
-                  progress=None) -> dict:
-    """The ``symattn simulate --json`` object: :meth:`SimulationResult.to_dict` of :func:`symattn.simulate`.
+                  progress=None, **variant) -> dict:
+    """The ``symattn simulate --json`` object: :meth:`SimulationResult.to_dict` of :func:`symattn.simulate`
+    (``variant``: its ``residual``, ``heads``, ``readout``, ``kernel`` and ``temperature``).
 
     Examples
     --------
@@ -65,7 +75,7 @@ def simulate_data(act: str, n: int, c: float, gamma, geometry=None, draws: int =
     from ..montecarlo import simulate
 
     res = simulate(activation(act), n=n, c=c, gamma=gamma, geometry=as_geometry(geometry), draws=draws, seed=seed,
-                   backend=backend, device=device, diagonal=diagonal, progress=progress)
+                   backend=backend, device=device, diagonal=diagonal, progress=progress, **variant)
     return res.to_dict()
 
 
@@ -75,10 +85,15 @@ def run(args) -> int:
     from ..errors import ParameterError
 
     geometry = geometry_from_args(args)
+    variant = variant_from_args(args)
+    if "heads" in variant and variant["heads"][0].shape[0] != round(args.c * args.n):
+        p = variant["heads"][0].shape[0]
+        raise ParameterError("n", args.n, f"n with round(c n) = {p}, the size of the heads (e.g. --n {round(p / args.c)} "
+                             f"at --c {args.c:g})")
     try:
         data = simulate_data(args.activation, args.n, args.c, args.gamma, geometry, args.draws, args.seed,
                              args.backend, args.device, args.diagonal,
-                             progress=False if args.no_progress else None)
+                             progress=False if args.no_progress else None, **variant)
     except np.linalg.LinAlgError as exc:  # LAPACK on a matrix with inf/NaN entries
         raise ParameterError("activation", args.activation, "an activation whose kernel stays finite in float64 "
                              f"at n={args.n}, c={args.c:g}",
@@ -87,7 +102,7 @@ def run(args) -> int:
     if args.json:
         params = {"command": "simulate", "activation": args.activation, "n": args.n, "c": args.c,
                   "gamma": list(args.gamma), "geometry": geometry.as_dict(), "draws": args.draws,
-                  "diagonal": args.diagonal, "device": args.device}
+                  "diagonal": args.diagonal, "device": args.device, **variant_parameters(args)}
         if data.get("provenance") is None:
             data = with_provenance(data, params, seed=args.seed, backend=args.backend, dtype="float64")
         else:  # the library's own provenance of the run, with the command line's parameters added
@@ -96,6 +111,8 @@ def run(args) -> int:
     print(f"activation {args.activation}: n = {data['n']}, p = {data['p']}, draws = {data['draws']}, "
           f"seed = {args.seed}, backend = {args.backend}")
     print(geometry_line(geometry))
+    if variant:
+        print("variant: " + ", ".join(f"{k} = {v}" for k, v in variant_parameters(args).items()))
     rows = []
     for i, g in enumerate(data["gamma"]):
         row = [fmt(g)]
@@ -104,3 +121,4 @@ def run(args) -> int:
         rows.append(row)
     print(format_table(["gamma", "E_attention", "sem", "E_linear", "sem"], rows, align="rrrrr"))
     return EXIT_OK
+

@@ -7,8 +7,9 @@ import warnings
 from ..formatting import finite_or_none
 from ..model import N_MAX, STRONG_SIGNAL_T
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_dps_arg, add_gamma_arg,
-                     add_geometry_args, finish_command, fmt, format_table, geometry_from_args, geometry_line,
-                     integer, number, print_json, with_provenance)
+                     add_geometry_args, add_variant_args, finish_command, fmt, format_table, geometry_from_args,
+                     geometry_line, integer, number, print_json, variant_from_args, variant_parameters,
+                     with_provenance)
 
 HELP = "deterministic-equivalent memorization errors E_attention, E_linear"
 DESCRIPTION = """
@@ -40,7 +41,12 @@ DESCRIPTION = """
     With several c it also has "c", E_* are lists of rows (one per c, each aligned with gamma),
     and "t" (and "d" with --n) are lists aligned with c. When a point failed, "failed" lists
     {"c", "gamma", "model", "error"}. "provenance" records the symattn and library versions, the
-    parameters, the backend and a timestamp."""
+    parameters, the backend and a timestamp.
+
+    Variants (docs/theory.md §13; E_linear stays the plain ridge on X): --residual, --heads with
+    --readout concat|sum, --kernel softmax --temperature TAU (with --diagonal zero and --n; gamma
+    is the softmax layer's own ridge). With --weights, only --residual (the residual layer of that
+    one head). What the theory does not cover is refused with the reason."""
 EXAMPLES = [
     "symattn solve --activation tanh --c 0.5 --gamma 0.01 0.1 1 10",
     "symattn solve -a relu --c 1 --gamma 0.1 --aligned --snr 1 --json",
@@ -50,6 +56,9 @@ EXAMPLES = [
     "symattn solve -a erf --c 0.5 --gamma 1 --backend mpmath --dps 40 --model linear",
     "symattn solve -a tanh --c 0.5 1 2 --gamma 0.1 1 --snr 1 --json   # several c",
     "symattn solve -a tanh --c 0.5 --gamma 0.01 1 --weights minilm:2 --mu top --snr 1   # real W",
+    "symattn solve -a tanh --c 0.5 2 --gamma 0.1 1 --aligned --snr 1 --residual",
+    "symattn solve -a tanh --c 0.5 --gamma 0.1 1 --heads minilm:2 --readout sum",
+    "symattn solve --c 0.5 --gamma 1e-3 --kernel softmax --temperature 2 --diagonal zero --n 1000",
 ]
 NOTES = """Exit code 3 when the solver does not converge at some point: the other points are still
     printed, and the one-line message names the failed points and the reason (residual, iterations)."""
@@ -85,6 +94,7 @@ def add_parser(subparsers):
                    help="with --weights: the model of the kernel's nonlinear part: free elliptic noise "
                         "(docs/theory.md §12.1), structured Hermite blocks of a low-rank W (§12.8: a single "
                         "head), or auto (default: blocks when rank W <= min(64, p/4))")
+    add_variant_args(p)
     return finish_command(p, run)
 
 
@@ -256,6 +266,9 @@ def _failure_message(failed: list, total: int) -> str:
 def run(args) -> int:
     from ..errors import ConvergenceError, FiniteSizeWarning, ParameterError
 
+    variant = variant_from_args(args)
+    if variant:
+        return _run_variant(args, variant)
     if getattr(args, "weights", None) is not None:
         from .general_w import run_weights
 
@@ -321,3 +334,51 @@ def _print_table(args, data, geometry, several: bool) -> None:
         per_c = ([fmt(d[i])] if isinstance(d, list) else []) + ([fmt(data["t"][i])] if "t" in data else [])
         rows += [[fmt(c), fmt(g)] + per_c + [cell(data[k][i][j]) for k in keys] for j, g in enumerate(data["gamma"])]
     print(format_table(["c", "gamma"] + extra + keys, rows, align="r" * (2 + len(extra) + len(keys))))
+
+
+def _run_variant(args, variant: dict) -> int:
+    """``symattn solve`` with the variant flags: E_attention of the variant layer
+    (:func:`symattn.memorization_error`, docs/theory.md §13) and E_linear, per c, as a table or JSON."""
+    import numpy as np
+
+    from ..errors import ParameterError
+    from ..theory import memorization_error
+
+    if args.finite_p:
+        raise ParameterError("finite_p", True, "unset with the variant flags (no finite-p theory of the variants)")
+    kw = dict(backend=args.backend, dps=args.dps, n=args.n, diagonal=args.diagonal)
+    if args.weights is not None:
+        if set(variant) != {"residual"}:
+            raise ParameterError("weights", args.weights, "unset with --heads, --readout, --kernel or --temperature "
+                                 "(give several heads as --heads)")
+        from .general_w import load_mu, load_weights
+
+        W = load_weights(args.weights)[0]
+        kw.update(weights=W, mu=None if args.mu is None else load_mu(args.mu, W, args.snr)[0])
+    geometry = geometry_from_args(args)
+    if args.weights is None:
+        kw["geometry"] = geometry
+    f = None if variant.get("kernel") == "softmax" else args.activation
+    out = {"c": list(args.c), "gamma": list(args.gamma)}
+    for m in ("attention", "linear"):
+        if args.model in (m, "both"):
+            rows = [np.asarray(memorization_error(f, ci, args.gamma, model=m, **kw, **(variant if m == "attention" else
+                                                                                      {})), dtype=float).tolist()
+                    for ci in args.c]
+            out[f"E_{m}"] = rows if len(args.c) > 1 else rows[0]
+    shown = {**variant_parameters(args), **({"weights": args.weights} if args.weights is not None else {})}
+    params = {**_parameters(args, geometry), "weights": args.weights, "mu": args.mu,
+              **{k: getattr(args, k) for k in ("residual", "heads", "readout", "kernel", "temperature")}}
+    if args.json:
+        return print_json(with_provenance(out, params, backend=args.backend,
+                                          dtype="float64" if args.backend == "numpy" else f"mpf ({args.dps} digits)"))
+    print("variant: " + ", ".join(f"{k} = {v}" for k, v in shown.items()))
+    if args.weights is None:
+        print(geometry_line(geometry))
+    for i, ci in enumerate(args.c):
+        cols = [m for m in ("attention", "linear") if f"E_{m}" in out]
+        rows = [[fmt(g)] + [fmt((out[f"E_{m}"][i] if len(args.c) > 1 else out[f"E_{m}"])[j], 6) for m in cols]
+                for j, g in enumerate(args.gamma)]
+        print(f"c = {fmt(ci)}")
+        print(format_table(["gamma"] + [f"E_{m}" for m in cols], rows, align="r" * (len(cols) + 1)))
+    return EXIT_OK
