@@ -39,6 +39,15 @@ def test_explicit_F_equals_the_woodbury_output_exactly_rank2():
     assert sp.simplify(ex.evaluate(ex.F, vals) - ref) == 0
 
 
+def test_explicit_F_equals_the_woodbury_output_exactly_rank3():
+    """Rank 3: the 6×6 inverse by Gauss–Jordan steps (the adjugate took 90 s); exact at rational values."""
+    ex = sa.explicit_error(3)
+    vals = _values(ex, seed=7)
+    s = attention_system(3)
+    ref = woodbury_output(s.Gamma.xreplace(vals), s.C_hat.xreplace(vals))
+    assert sp.simplify(ex.evaluate(ex.F, vals) - ref) == 0
+
+
 def test_explicit_E_A_matches_the_solver_woodbury_step():
     ctx = FloatContext()
     sol = solver.solve_bulk(ctx, 0.5, 0.7, 0.6, 0.3, 0.0)

@@ -211,3 +211,20 @@ def test_result_object():
     assert lim.linear["c->oo"].expr == gamma**2 / c**2
     with pytest.raises(sa.ParameterError):
         sa.limits("tanh", which="gamma->1")
+
+
+def test_sqrt_law_with_a_small_noise_variance():
+    """sigmoid (s² = 7e-4) at c = 3: the reduced system's 1/X has poles near the support, so its quadrature
+    needs more than 512 nodes (with 512, k was 1e-3 off). k against the full solution E_A(γ)/√γ at γ = 1e-12,
+    whose distance to k is O(γ) (6e-9 at γ = 1e-10, 6e-11 at 1e-12)."""
+    k = sa.limits("sigmoid", c=3.0, which="gamma->0").attention["gamma->0"].value
+    g = 1e-12
+    np.testing.assert_allclose(float(sa.memorization_error("sigmoid", 3.0, g)) / np.sqrt(g), k, rtol=1e-9)
+
+
+def test_gamma_zero_at_c_one_is_refused_when_asked():
+    """At c = 1 there is no γ → 0 expansion of either form: asked by name it is a ParameterError naming c
+    (it used to return an empty result); with every limit asked for, it is left out."""
+    with pytest.raises(sa.ParameterError, match="invalid c="):
+        sa.limits("tanh", c=1.0, which="gamma->0")
+    assert "gamma->0" not in sa.limits("tanh", c=1.0, which=None).attention

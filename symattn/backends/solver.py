@@ -177,6 +177,22 @@ def _admissible(ctx, lam, w, e, params, strict=True):
     return ok
 
 
+def _solve_rows(ctx, A, b):
+    """ctx.solve of the stacked systems A x = b; a singular one gets a NaN step (its point then fails
+    Newton's line search and is reported as not converged) instead of stopping every point."""
+    try:
+        return ctx.solve(A, b)
+    except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):   # numpy; mpmath's lu/qr_solve
+        out = np.empty(np.shape(b), dtype=object if ctx.name == "mpmath" else float)
+        for i in range(len(b)):
+            try:
+                out[i] = ctx.solve(A[i:i + 1], b[i:i + 1])[0]
+            except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):
+                with np.errstate(invalid="ignore"):
+                    out[i] = ctx.convert(np.full(np.shape(b)[1:], np.nan))
+        return out
+
+
 def _newton(ctx, lam, w, e, params, tol):
     """Vectorised Newton with backtracking; returns (e, residual, converged mask, iterations)."""
     eye = ctx.convert(np.eye(3))
@@ -188,7 +204,7 @@ def _newton(ctx, lam, w, e, params, tol):
     while np.any(active) and it < NEWTON_MAX_ITER:
         it += 1
         idx = np.nonzero(active)[0]
-        step = ctx.solve(eye[None] - JI[idx], e[idx] - I[idx])
+        step = _solve_rows(ctx, eye[None] - JI[idx], e[idx] - I[idx])
         t = 1.0
         pending = idx
         pstep = step

@@ -158,10 +158,24 @@ class _Program:
         return out
 
     def inverse(self, name, M):
-        """M^{-1} = adj(M)/det(M) for a small matrix of step symbols."""
-        det = self.let(f"det{name}", M.det(method="berkowitz"))
-        adj = M.adjugate(method="berkowitz")
-        return sp.Matrix(M.rows, M.cols, lambda i, j: self.let(f"inv{name}_{i}{j}", adj[i, j] / det))
+        """M^{-1}: adj(M)/det(M) up to 4×4; above, Gauss–Jordan elimination with every updated entry a
+        step (the adjugate of a 6×6 matrix of symbols took 90 s at rank 3, and its tangent pass more).
+        Elimination takes the pivots in order, so a pivot that vanishes at the numbers evaluated
+        gives a non-finite value there; M = I + ΓJ is a perturbation of I."""
+        if M.rows <= 4:
+            det = self.let(f"det{name}", M.det(method="berkowitz"))
+            adj = M.adjugate(method="berkowitz")
+            return sp.Matrix(M.rows, M.cols, lambda i, j: self.let(f"inv{name}_{i}{j}", adj[i, j] / det))
+        n = M.rows
+        A = M.row_join(sp.eye(n))
+        for k in range(n):
+            piv = self.let(f"piv{name}_{k}", 1 / A[k, k])
+            A[k, :] = sp.Matrix(1, 2 * n, lambda _, j: self.let(f"gj{name}_{k}_{k}{j}", A[k, j] * piv))
+            for i in range(n):
+                if i != k and A[i, k] != 0:
+                    f = A[i, k]
+                    A[i, :] = sp.Matrix(1, 2 * n, lambda _, j: self.let(f"gj{name}_{k}_{i}{j}", A[i, j] - f * A[k, j]))
+        return A[:, n:]
 
 
 @lru_cache(maxsize=None)
