@@ -353,25 +353,6 @@ def add_variant_args(parser: argparse.ArgumentParser) -> None:
                         "docs/theory.md §13.3 only (small tau needs large n)")
 
 
-def variant_from_args(args) -> dict:
-    """The keyword arguments of the variant flags for :func:`symattn.simulate` and
-    :func:`symattn.memorization_error` (empty for the plain layer)."""
-    from .general_w import load_heads
-
-    out = {}
-    if args.residual:
-        out["residual"] = True
-    if args.heads is not None:
-        out["heads"] = load_heads(args.heads)[0]
-    if args.readout != "concat":
-        out["readout"] = args.readout
-    if args.kernel != "entrywise":
-        out["kernel"] = args.kernel
-    if args.temperature is not None:
-        out["temperature"] = args.temperature
-    return out
-
-
 def variant_parameters(args) -> dict:
     """The variant flags that differ from the plain layer, as given (the heads by their spec)."""
     return {k: getattr(args, k) for k, default in VARIANT_DEFAULTS.items() if getattr(args, k) != default}

@@ -104,6 +104,23 @@ def load_heads(spec: str) -> tuple:
     return [check_weights(W) for W in A], f"{spec} ({A.shape[0]} heads)"
 
 
+def variant_from_args(args) -> dict:
+    """The keyword arguments of the variant flags for :func:`symattn.simulate` and
+    :func:`symattn.memorization_error` (empty for the plain layer)."""
+    out = {}
+    if args.residual:
+        out["residual"] = True
+    if args.heads is not None:
+        out["heads"] = load_heads(args.heads)[0]
+    if args.readout != "concat":
+        out["readout"] = args.readout
+    if args.kernel != "entrywise":
+        out["kernel"] = args.kernel
+    if args.temperature is not None:
+        out["temperature"] = args.temperature
+    return out
+
+
 def load_mu(spec, W, snr=None) -> tuple:
     """μ named by ``--mu``: 'zero', 'top' (√snr·top eigenvector of (W + Wᵀ)/2, snr default 1) or FILE.npy.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..model import N_MAX
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_gamma_arg, add_geometry_args,
                      add_monte_carlo_args, add_progress_flag, add_variant_args, finish_command, fmt, format_table,
-                     geometry_from_args, geometry_line, integer, number, print_json, variant_from_args,
-                     variant_parameters, with_provenance)
+                     geometry_from_args, geometry_line, integer, number, print_json, variant_parameters,
+                     with_provenance)
 
 #: the most draws one command accepts
 DRAWS_MAX = 10**6
@@ -85,6 +85,8 @@ def run(args) -> int:
     from ..errors import ParameterError
 
     geometry = geometry_from_args(args)
+    from .general_w import variant_from_args
+
     variant = variant_from_args(args)
     if "heads" in variant and variant["heads"][0].shape[0] != round(args.c * args.n):
         p = variant["heads"][0].shape[0]

@@ -8,8 +8,7 @@ from ..formatting import finite_or_none
 from ..model import N_MAX, STRONG_SIGNAL_T
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_dps_arg, add_gamma_arg,
                      add_geometry_args, add_variant_args, finish_command, fmt, format_table, geometry_from_args,
-                     geometry_line, integer, number, print_json, variant_from_args, variant_parameters,
-                     with_provenance)
+                     geometry_line, integer, number, print_json, variant_parameters, with_provenance)
 
 HELP = "deterministic-equivalent memorization errors E_attention, E_linear"
 DESCRIPTION = """
@@ -265,6 +264,8 @@ def _failure_message(failed: list, total: int) -> str:
 
 def run(args) -> int:
     from ..errors import ConvergenceError, FiniteSizeWarning, ParameterError
+
+    from .general_w import variant_from_args
 
     variant = variant_from_args(args)
     if variant:
