@@ -183,7 +183,7 @@ def _solve_rows(ctx, A, b):
     try:
         return ctx.solve(A, b)
     except (np.linalg.LinAlgError, ValueError, ZeroDivisionError):   # numpy; mpmath's lu/qr_solve
-        out = np.empty(np.shape(b), dtype=object if ctx.name == "mpmath" else float)
+        out = np.empty_like(np.asarray(b))
         for i in range(len(b)):
             try:
                 out[i] = ctx.solve(A[i:i + 1], b[i:i + 1])[0]
