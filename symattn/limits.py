@@ -449,7 +449,7 @@ def _sqrt_gamma_value(a1v, s2v, dv, cv, dps=None):
     Newton in (P, C) on 1 = s²∫dμ_S/X, C = ∫β0/X dμ_S (analytic Jacobian, P kept positive); float64
     (``dps`` None) or mpmath at ``dps`` digits. None means P → 0: ``M`` has a gap at 0 (E_A = O(γ²)).
     The midpoint rule of :func:`_law_nodes` doubles its nodes until k changes by less than 10⁻¹³
-    (float64) or 10^{−dps} relative; ConvergenceError when it has not settled at 2¹⁶ (2¹⁴) nodes (for
+    (float64) or 10^{−dps} relative; ConvergenceError when it has not settled past 2¹⁶ (2¹⁴) nodes (for
     sigmoid, s² = 7e-4, 512 nodes gave k 1e-3 off at c = 3; 2048 nodes are exact).
     """
     m0, top = (SQRT_GAMMA_NODES[0], SQRT_GAMMA_NODES[1]) if dps is None else (64 + 12 * dps, 2**14)
@@ -465,7 +465,7 @@ def _sqrt_gamma_value(a1v, s2v, dv, cv, dps=None):
             elif abs(k2 - k) <= tol * abs(k2):
                 return k2
             k = k2
-    raise ConvergenceError(f"the √γ coefficient did not settle with {top} quadrature nodes", iterations=m)
+    raise ConvergenceError(f"the √γ coefficient did not settle with {m} quadrature nodes", iterations=m)
 
 
 def _sqrt_gamma_newton(a1v, s2v, dv, cv, dps, m=None):

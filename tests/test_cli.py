@@ -419,6 +419,12 @@ BAD_INPUTS = [
     ("heads-wrong-n", SIM + ["--heads", "HEADS2"], "invalid n="),
     ("weights-with-softmax", SOLVE + ["--weights", "W.npy", "--kernel", "softmax"], "invalid weights="),
     ("variant-finite-p", SOLVE + ["--residual", "--finite-p", "--n", "100"], "invalid finite_p="),
+    ("heads-with-aligned", SOLVE + ["--heads", "HEADS2", "--readout", "sum", "--aligned", "--snr", "1"],
+     "invalid aligned="),
+    ("heads-with-n", SOLVE + ["--heads", "HEADS2", "--readout", "sum", "--n", "100"], "invalid n="),
+    ("variant-mu-without-weights", SOLVE + ["--residual", "--mu", "top"], "invalid mu="),
+    ("weights-residual-mpmath", SOLVE + ["--weights", "W.npy", "--residual", "--backend", "mpmath"],
+     "invalid backend="),
     ("unknown-command", ["frobnicate"], "invalid choice"),
     ("unknown-option", SOLVE + ["--frobnicate"], "--frobnicate"),
 ]
@@ -640,3 +646,14 @@ def test_variant_flags_give_the_library_values(capsys, tmp_path):
     assert sim["provenance"]["parameters"]["heads"] == str(tmp_path / "heads.npy")
     code, out, _ = run(capsys, "solve", "-a", "tanh", "--c", "0.5", "--gamma", 0.1, "--residual")
     assert code == 0 and "variant: residual = True" in out
+    # the heads' signal: --mu top is sqrt(snr) times the top eigenvector of the first head's symmetric part
+    top = np.linalg.eigh((heads[0] + heads[0].T) / 2)[1][:, -1]
+    sig = run_json(capsys, "solve", "-a", "tanh", "--c", "0.5", "--gamma", *g, "--heads", tmp_path / "heads.npy",
+                   "--readout", "sum", "--mu", "top", "--snr", 2)
+    for sign in (1, -1):   # the eigenvector's sign is a convention; E depends on it only through W's asymmetry
+        ref = symattn.memorization_error("tanh", 0.5, g, heads=list(heads), readout="sum", mu=sign * np.sqrt(2) * top)
+        if np.allclose(sig["E_attention"], ref, rtol=1e-10):
+            break
+    np.testing.assert_allclose(sig["E_attention"], ref, rtol=1e-10)
+    np.testing.assert_allclose(sig["E_linear"], symattn.memorization_error(
+        "tanh", 0.5, g, geometry=symattn.Geometry(snr=2.0), model="linear"), rtol=1e-10)

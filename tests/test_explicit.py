@@ -48,6 +48,25 @@ def test_explicit_F_equals_the_woodbury_output_exactly_rank3():
     assert sp.simplify(ex.evaluate(ex.F, vals) - ref) == 0
 
 
+def test_rank3_zero_pivot_is_refused_not_nan():
+    """The first Gauss–Jordan pivot of rank 3 is 1 + a1·T_QK^(2)·𝔊_14, zero at 𝔊_14 = −1/(a1 T_QK^(2)) although the
+    matrix is invertible there (woodbury_output is finite): evaluate refuses it with a ParameterError rather
+    than returning NaN, also within 1e-13 of it in floats (where it returned a value 13 % off)."""
+    ex = sa.explicit_error(3)
+    vals = _values(ex, seed=7)
+    by = {str(s): s for s in ex.base}
+    g14, t2, a1 = by["G_{14}"], by["T_{QK}^{(2)}"], by["a_1"]
+    vals[g14] = -1 / (vals[t2] * vals[a1])
+    s = attention_system(3)
+    assert sp.N(woodbury_output(s.Gamma.xreplace(vals), s.C_hat.xreplace(vals))).is_finite
+    with pytest.raises(sa.ParameterError, match="pivot"):
+        ex.evaluate(ex.F, vals)
+    near = {k: sp.Float(float(v), 15) for k, v in vals.items()}
+    near[g14] = sp.Float(float(vals[g14]) * (1 + 1e-13), 15)
+    with pytest.raises(sa.ParameterError, match="pivot"):
+        ex.evaluate(ex.F, near)
+
+
 def test_explicit_E_A_matches_the_solver_woodbury_step():
     ctx = FloatContext()
     sol = solver.solve_bulk(ctx, 0.5, 0.7, 0.6, 0.3, 0.0)

@@ -920,7 +920,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
     """
     from .closed_reduced import rescue_a1_d_zero, snap_a1
     from .context import FloatContext
-    from .solver import kernel_coefficients
+    from .solver import WOODBURY_COND, kernel_coefficients
 
     work = ctx
     if ctx.name == "mpmath":
@@ -977,15 +977,20 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     Fv, Fd, kappa = woodbury_scaled(work, T, T_dot, *args, centred=U, store=store, **kw)
                     if work.name == "numpy":
                         kw["exact"] = store["exact"] = kappa == 0
-                    else:   # the first-order changes of E (_change_of_E) need only the float64 solve
+                    else:   # the first-order changes of E (_change_of_E) need only the float64 solve, and κ_s
                         kw["exact"] = None
                         Tf, Tdf, Af, gf, rcf, Uf = _floats(work, T, T_dot, A, gq, p.rc[idx], U)
                         a1_ = None if kw["a1"] is None else _floats(work, kw["a1"])[0]
-                        store["exact"] = woodbury_scaled(FloatContext(), Tf, Tdf, Af, gf, rank, rcf, a1=a1_,
-                                                         centred=Uf, store=store)[2] == 0
+                        kappa = woodbury_scaled(FloatContext(), Tf, Tdf, Af, gf, rank, rcf, a1=a1_, centred=Uf,
+                                                store=store, rational=False)[2]
+                        # where float64 is too ill-conditioned, the perturbed mpmath solves themselves
+                        store["exact"] = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
                     Ev = -(p.gamma[idx] ** 2) * Fd
                     est = _precision(work, T, U, T_dot, args, kw, Ev, p.gamma[idx], res, store=store)
-                    est = np.maximum(est, kappa * np.finfo(float).eps)   # the float64 Woodbury solve: κ_s·eps
+                    # the Woodbury solve's own rounding, κ_s times the unit of its arithmetic (mpmath: where the
+                    # float64 κ_s is not finite, the perturbed mpmath solves of _change_of_E measure it)
+                    est = np.maximum(est, kappa * np.finfo(float).eps if work.name == "numpy" else
+                                     np.where(np.isfinite(kappa), kappa, 0.0) * 10.0 ** -work.dps)
                     rng = np.random.default_rng(2024)
                     E0 = np.abs(np.asarray(work.to_float(Ev), dtype=float))
                     # the basis integrals and e moved by their error estimates, DRAWS draws in one batch
@@ -1013,7 +1018,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
 
 
 def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None, exact=None, store=None,
-                    prior=None):
+                    prior=None, rational: bool = True):
     r"""F and F'(γ) by the Woodbury identity (:func:`symattn.backends.solver.woodbury`, docs/theory.md §6.6),
     with the float64 solve of v = (I + ĈΓ)^{-1}e_0 on the equilibrated matrix R(I + ĈΓ)S (R, S diagonal
     powers of two: every row, then every column, of 1-norm in [1/2, 1)).
@@ -1030,7 +1035,8 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
     where not computed), and Ĉ, Γ̇ (``Ch``, ``Gdot``) for the first-order changes of :func:`_change_of_E`. ``prior`` (such a dict, rows matching these points), optional: for a system
     within rounding of the stored one, v = v₀ + M₀⁻¹(e_0 − (I + ĈΓ)v₀) (one step of iterative
     refinement: the error of v is then of the order of the change squared, far below rounding) in place
-    of a new solve (float64 only).
+    of a new solve (float64 only). ``rational=False``: no exact rational step; every κ_s is returned
+    (for the error estimate of the mpmath closed form, which needs the float64 solve and κ_s only).
 
     Returns
     -------
@@ -1135,7 +1141,7 @@ def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None
         F[gsel] = np.einsum("pi,pi->p", Gam[gsel, 0, :], v)
     if exact is None:
         exact = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
-    if exact.any():
+    if rational and exact.any():
         sub = np.nonzero(exact)[0]
         F[sub], Fd[sub] = woodbury(ctx, T[sub], T_dot[sub], A[sub], gram[sub], rank, np.asarray(rc)[sub],
                                    a1=None if a1 is None else np.asarray(a1).reshape(-1)[sub], centred=centred[sub])

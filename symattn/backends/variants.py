@@ -206,8 +206,9 @@ def sum_heads_error(ctx, c, gamma, a1, s2, d, heads, mu=None, point_info=None):
 def softmax_constants(ctx, tau):
     r"""(a1, s², d) of ĝ(t) = exp(t/τ − 1/(2τ²)) − 1, the centred, normalised exp kernel.
 
-    a1 = E[ξ ĝ(ξ)] = 1/τ, ν = E ĝ(ξ)² = e^{1/τ²} − 1, s² = ν − a1², d = 0 (the diagonal is
-    excluded from the softmax; docs/theory.md §13.3).
+    a1 = E[ξ ĝ(ξ)] = 1/τ, ν = E ĝ(ξ)² = e^{1/τ²} − 1, s² = ν − a1², d = 0: the limit of the
+    diagonal (the softmax excludes i from row i); :func:`softmax_error` uses its finite-n value
+    d_n = −1/√p (docs/theory.md §13.3).
 
     Examples
     --------

@@ -345,27 +345,52 @@ def _run_variant(args, variant: dict) -> int:
     from ..errors import ParameterError
     from ..theory import memorization_error
 
+    from .general_w import load_mu, load_weights
+
     if args.finite_p:
         raise ParameterError("finite_p", True, "unset with the variant flags (no finite-p theory of the variants)")
+    if args.structure != "auto":
+        raise ParameterError("structure", args.structure, "auto with the variant flags")
     kw = dict(backend=args.backend, dps=args.dps, n=args.n, diagonal=args.diagonal)
+    square = args.weights is not None or "heads" in variant   # the signal is mu (--mu), the size p is W's
+    if square:
+        others = [f for f in ("wk2", "wq2", "mu_wk", "mu_wq", "wk_wq") if getattr(args, f, None) is not None]
+        if others or args.aligned:
+            bad = others[0] if others else "aligned"
+            raise ParameterError(bad.replace("_", "-"), getattr(args, bad, True),
+                                 "unset with --weights or --heads (give mu with --mu and --snr)")
+        if args.n is not None:
+            raise ParameterError("n", args.n, "unset with --weights or --heads (n = round(p/c), p the size of W)")
+        if args.snr is not None and args.mu is None:
+            raise ParameterError("snr", args.snr, "unset with --weights or --heads unless --mu top is given")
+        if args.backend != "numpy":
+            raise ParameterError("backend", args.backend, "numpy with --weights or --heads")
+    elif args.mu is not None:
+        raise ParameterError("mu", args.mu, "unset without --weights or --heads (use --snr and the geometry flags)")
     if args.weights is not None:
         if set(variant) != {"residual"}:
             raise ParameterError("weights", args.weights, "unset with --heads, --readout, --kernel or --temperature "
                                  "(give several heads as --heads)")
-        from .general_w import load_mu, load_weights
-
         W = load_weights(args.weights)[0]
-        kw.update(weights=W, mu=None if args.mu is None else load_mu(args.mu, W, args.snr)[0])
+        kw.update(weights=W, mu=load_mu(args.mu, W, args.snr)[0] if args.mu is not None else None)
+    elif "heads" in variant and args.mu is not None:
+        kw["mu"] = load_mu(args.mu, variant["heads"][0], args.snr)[0]
     geometry = geometry_from_args(args)
-    if args.weights is None:
+    if not square:
         kw["geometry"] = geometry
     f = None if variant.get("kernel") == "softmax" else args.activation
     out = {"c": list(args.c), "gamma": list(args.gamma)}
+    from ..model import Geometry
+
+    mu = kw.get("mu")
+    # E_linear: ridge on X, which sees the signal only through ||mu||^2
+    linear_kw = dict(backend=args.backend, dps=args.dps, diagonal=args.diagonal,
+                     geometry=kw["geometry"] if not square else
+                     Geometry(snr=float(np.dot(mu, mu))) if mu is not None else None)
     for m in ("attention", "linear"):
         if args.model in (m, "both"):
-            rows = [np.asarray(memorization_error(f, ci, args.gamma, model=m, **kw, **(variant if m == "attention" else
-                                                                                      {})), dtype=float).tolist()
-                    for ci in args.c]
+            rows = [np.asarray(memorization_error(f, ci, args.gamma, model=m, **(kw | variant) if m == "attention"
+                                                  else linear_kw), dtype=float).tolist() for ci in args.c]
             out[f"E_{m}"] = rows if len(args.c) > 1 else rows[0]
     shown = {**variant_parameters(args), **({"weights": args.weights} if args.weights is not None else {})}
     params = {**_parameters(args, geometry), "weights": args.weights, "mu": args.mu,
@@ -374,7 +399,7 @@ def _run_variant(args, variant: dict) -> int:
         return print_json(with_provenance(out, params, backend=args.backend,
                                           dtype="float64" if args.backend == "numpy" else f"mpf ({args.dps} digits)"))
     print("variant: " + ", ".join(f"{k} = {v}" for k, v in shown.items()))
-    if args.weights is None:
+    if not square:
         print(geometry_line(geometry))
     for i, ci in enumerate(args.c):
         cols = [m for m in ("attention", "linear") if f"E_{m}" in out]

@@ -49,6 +49,10 @@ class ExplicitError:
         The intermediates, in order; each expression uses the base symbols and earlier steps.
     F, E_A : Symbol
         The step symbols holding F and E_A = −γ² Σ_j ∂F/∂T_j Ṫ_j.
+    pivots : dict
+        Rank ≥ 3: step symbol of each Gauss–Jordan reciprocal 1/a_kk → (a_kk, the entries of its row);
+        :meth:`evaluate` refuses values at which a pivot is below 1e-8 of its row (no pivoting is possible
+        in a formula).
 
     Examples
     --------
@@ -66,6 +70,7 @@ class ExplicitError:
     steps: list = field(default_factory=list)
     F: sp.Symbol | None = None
     E_A: sp.Symbol | None = None
+    pivots: dict = field(default_factory=dict)
 
     @property
     def mu2(self):
@@ -127,6 +132,16 @@ class ExplicitError:
         """``target`` at numeric (or exact) ``values`` of the base symbols, step by step."""
         env = dict(values)
         for s, e in self.steps:
+            if s in self.pivots:
+                a, row = (sp.sympify(x).xreplace(env) for x in (self.pivots[s][0], self.pivots[s][1]))
+                small = (a == 0) if a.is_Rational else (a.is_number and all(v.is_number for v in row)
+                                                         and abs(a) <= 1e-8 * max(abs(v) for v in row))
+                if small:   # exact rationals: only a zero pivot; numbers: one below 1e-8 of its row
+                    from ..errors import ParameterError
+
+                    raise ParameterError("values", f"pivot {s} = 1/{sp.N(a, 3)}", "values at which every pivot of the "
+                                         "rank >= 3 Gauss-Jordan inverse is at least 1e-8 of its row",
+                                         hint="the explicit formula cannot pivot; use symattn.solve at these values")
             env[s] = e.xreplace(env)
             if s == target:
                 return env[s]
@@ -138,6 +153,7 @@ class _Program:
 
     def __init__(self):
         self.steps = []
+        self.pivots = {}
 
     def let(self, name, expr):
         expr = sp.sympify(expr)
@@ -160,8 +176,9 @@ class _Program:
     def inverse(self, name, M):
         """M^{-1}: adj(M)/det(M) up to 4×4; above, Gauss–Jordan elimination with every updated entry a
         step (the adjugate of a 6×6 matrix of symbols took 90 s at rank 3, and its tangent pass more).
-        Elimination takes the pivots in order, so a pivot that vanishes at the numbers evaluated
-        gives a non-finite value there; M = I + ΓJ is a perturbation of I."""
+        Elimination takes the pivots in order (a formula cannot pivot): a pivot can vanish at values where
+        M is invertible (e.g. a Gram entry 𝔊_14 = −1/(a1·T)), so each is recorded in ``pivots`` and
+        checked by :meth:`ExplicitError.evaluate`."""
         if M.rows <= 4:
             det = self.let(f"det{name}", M.det(method="berkowitz"))
             adj = M.adjugate(method="berkowitz")
@@ -170,6 +187,8 @@ class _Program:
         A = M.row_join(sp.eye(n))
         for k in range(n):
             piv = self.let(f"piv{name}_{k}", 1 / A[k, k])
+            if isinstance(piv, sp.Symbol):
+                self.pivots[piv] = (A[k, k], tuple(A[k, :n]))
             A[k, :] = sp.Matrix(1, 2 * n, lambda _, j: self.let(f"gj{name}_{k}_{k}{j}", A[k, j] * piv))
             for i in range(n):
                 if i != k and A[i, k] != 0:
@@ -270,7 +289,7 @@ def explicit_error(rank: int = 1) -> ExplicitError:
     F = sp.Symbol("F", real=True)
     prog.steps.append((F, (inv * GY)[0, 0]))
     ex = ExplicitError(rank=rank, traces=tuple(TRACE_SYMBOLS), trace_dots=TRACE_DOT_SYMBOLS, gram=G,
-                       steps=prog.steps, F=F)
+                       steps=prog.steps, F=F, pivots=prog.pivots)
     # F'(γ) = Σ_j ∂F/∂T_j Ṫ_j: one tangent pass along Ṫ
     tangent = {}
     dots = dict(zip(TRACE_SYMBOLS, TRACE_DOT_SYMBOLS))
