@@ -22,28 +22,13 @@ def _values(ex, seed=3):
     return {s: sp.Rational(int(rng.integers(1, 97)), int(rng.integers(20, 60))) for s in ex.base}
 
 
-def test_explicit_F_equals_the_woodbury_output_exactly_rank1():
-    ex = sa.explicit_error(1)
-    vals = _values(ex)
-    s = attention_system(1)
-    ref = woodbury_output(s.Gamma.xreplace(vals), s.C_hat.xreplace(vals))
-    assert sp.simplify(ex.evaluate(ex.F, vals) - ref) == 0
-
-
-@pytest.mark.slow
-def test_explicit_F_equals_the_woodbury_output_exactly_rank2():
-    ex = sa.explicit_error(2)
-    vals = _values(ex, seed=5)
-    s = attention_system(2)
-    ref = woodbury_output(s.Gamma.xreplace(vals), s.C_hat.xreplace(vals))
-    assert sp.simplify(ex.evaluate(ex.F, vals) - ref) == 0
-
-
-def test_explicit_F_equals_the_woodbury_output_exactly_rank3():
-    """Rank 3: the 6×6 inverse by Gauss–Jordan steps (the adjugate took 90 s); exact at rational values."""
-    ex = sa.explicit_error(3)
-    vals = _values(ex, seed=7)
-    s = attention_system(3)
+@pytest.mark.parametrize("rank, seed", [(1, 3), pytest.param(2, 5, marks=pytest.mark.slow), (3, 7)])
+def test_explicit_F_equals_the_woodbury_output_exactly(rank, seed):
+    """Rank 1 and 2 (adjugates of at most 4×4) and rank 3 (the 6×6 inverse by Gauss–Jordan steps; the adjugate took 90 s),
+    exact at rational values."""
+    ex = sa.explicit_error(rank)
+    vals = _values(ex, seed=seed)
+    s = attention_system(rank)
     ref = woodbury_output(s.Gamma.xreplace(vals), s.C_hat.xreplace(vals))
     assert sp.simplify(ex.evaluate(ex.F, vals) - ref) == 0
 

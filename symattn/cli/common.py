@@ -333,6 +333,10 @@ def add_diagonal_arg(parser: argparse.ArgumentParser) -> None:
                              "(d = 0; required for superlinear f such as he3). Default f")
 
 
+#: the variant flags' values for the plain layer
+VARIANT_DEFAULTS = {"residual": False, "heads": None, "readout": "concat", "kernel": "entrywise", "temperature": None}
+
+
 def add_variant_args(parser: argparse.ArgumentParser) -> None:
     """The layer's variant (docs/theory.md §13): ``--residual``, ``--heads``, ``--readout``, ``--kernel``,
     ``--temperature``; read back by :func:`variant_from_args`."""
@@ -343,9 +347,9 @@ def add_variant_args(parser: argparse.ArgumentParser) -> None:
                    help="several heads K_h = f(X^T W_h X/sqrt p)/sqrt p: the 12 heads W_K^h^T W_Q^h of a MiniLM "
                         "layer (0-5, each unit-scaled; p = 384, so n = round(384/c)) or an H x p x p array in a "
                         ".npy file")
-    g.add_argument("--readout", choices=("concat", "sum"), default="concat",
+    g.add_argument("--readout", choices=("concat", "sum"), default=VARIANT_DEFAULTS["readout"],
                    help="with --heads: the readout sees [X K_1; ...; X K_H] (concat, default) or X sum_h K_h (sum)")
-    g.add_argument("--kernel", choices=("entrywise", "softmax"), default="entrywise",
+    g.add_argument("--kernel", choices=("entrywise", "softmax"), default=VARIANT_DEFAULTS["kernel"],
                    help="entrywise f (default) or the row softmax exp(a_ij/tau)/sum_l exp(a_il/tau) over l != i "
                         "(needs --diagonal zero; the activation is not used; solve needs --n)")
     g.add_argument("--temperature", type=number, default=None, metavar="TAU",
@@ -357,9 +361,6 @@ def variant_parameters(args) -> dict:
     """The variant flags that differ from the plain layer, as given (the heads by their spec)."""
     return {k: getattr(args, k) for k, default in VARIANT_DEFAULTS.items() if getattr(args, k) != default}
 
-
-#: the variant flags' values for the plain layer
-VARIANT_DEFAULTS = {"residual": False, "heads": None, "readout": "concat", "kernel": "entrywise", "temperature": None}
 
 
 def add_dps_arg(parser: argparse.ArgumentParser, what: str) -> None:

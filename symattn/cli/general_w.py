@@ -15,6 +15,14 @@ from ..errors import ParameterError
 __all__ = ["load_weights", "load_mu", "weights_data", "run_weights"]
 
 
+def _read_npy(flag: str, spec: str, what: str) -> np.ndarray:
+    """The array in the .npy file ``spec`` of ``--flag`` (no pickles); a ParameterError saying what it must hold."""
+    try:
+        return np.load(spec, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ParameterError(flag, spec, f"a readable .npy file holding {what} ({exc})") from None
+
+
 def load_weights(spec: str) -> tuple:
     """The matrix named by ``--weights`` and a description: ``FILE.npy`` or ``minilm:LAYER[:HEAD]``.
 
@@ -51,11 +59,7 @@ def load_weights(spec: str) -> tuple:
         return W, f"MiniLM layer {layer}" + ("" if head is None else f" head {head}") + " (unit scale)"
     if not spec.endswith(".npy"):
         raise ParameterError("weights", spec, "a .npy file or minilm:LAYER[:HEAD]")
-    try:
-        W = np.load(spec, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ParameterError("weights", spec, f"a readable .npy file holding a p×p array ({exc})") from None
-    return check_weights(W), spec
+    return check_weights(_read_npy("weights", spec, "a p×p array")), spec
 
 
 def load_heads(spec: str) -> tuple:
@@ -95,10 +99,7 @@ def load_heads(spec: str) -> tuple:
                 f"MiniLM layer {layer}, {heads} heads (each unit-scaled)")
     if not spec.endswith(".npy"):
         raise ParameterError("heads", spec, "minilm:LAYER or a .npy file holding an H x p x p array")
-    try:
-        A = np.load(spec, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ParameterError("heads", spec, f"a readable .npy file holding an H x p x p array ({exc})") from None
+    A = _read_npy("heads", spec, "an H x p x p array")
     if A.ndim != 3 or A.shape[0] < 1:
         raise ParameterError("heads", spec, f"an H x p x p array (this file holds shape {A.shape})")
     return [check_weights(W) for W in A], f"{spec} ({A.shape[0]} heads)"
@@ -107,17 +108,11 @@ def load_heads(spec: str) -> tuple:
 def variant_from_args(args) -> dict:
     """The keyword arguments of the variant flags for :func:`symattn.simulate` and
     :func:`symattn.memorization_error` (empty for the plain layer)."""
-    out = {}
-    if args.residual:
-        out["residual"] = True
-    if args.heads is not None:
-        out["heads"] = load_heads(args.heads)[0]
-    if args.readout != "concat":
-        out["readout"] = args.readout
-    if args.kernel != "entrywise":
-        out["kernel"] = args.kernel
-    if args.temperature is not None:
-        out["temperature"] = args.temperature
+    from .common import variant_parameters
+
+    out = variant_parameters(args)
+    if "heads" in out:
+        out["heads"] = load_heads(out["heads"])[0]
     return out
 
 
@@ -153,11 +148,7 @@ def load_mu(spec, W, snr=None) -> tuple:
     if isinstance(spec, str) and spec.endswith(".npy"):
         if snr is not None:
             raise ParameterError("snr", snr, "unset with --mu FILE.npy (the file gives mu exactly)")
-        try:
-            mu = np.load(spec, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise ParameterError("mu", spec, f"a readable .npy file holding a vector ({exc})") from None
-        mu = check_mu(mu, W.shape[0])
+        mu = check_mu(_read_npy("mu", spec, "a vector"), W.shape[0])
         return mu, f"{spec} (||mu||^2 = {float(mu @ mu):g})"
     raise ParameterError("mu", spec, "zero, top or FILE.npy")
 
@@ -228,15 +219,21 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     return out
 
 
-def run_weights(args) -> int:
-    """``symattn solve --weights ...``: the table or JSON of the general-W theory."""
-    from .common import EXIT_OK, fmt, format_table, print_json, with_provenance
-
+def refuse_geometry_flags(args, where: str) -> None:
+    """A ParameterError for any geometry flag but --snr (and --aligned): with ``where`` (--weights, --heads)
+    the signal is a vector, --mu (scaled by --snr)."""
     others = [flag for flag in ("wk2", "wq2", "mu_wk", "mu_wq", "wk_wq") if getattr(args, flag, None) is not None]
     if others or getattr(args, "aligned", False):
         bad = others[0] if others else "aligned"
         raise ParameterError(bad.replace("_", "-"), getattr(args, bad, True),
-                             "unset with --weights (give mu with --mu and --snr)")
+                             f"unset with {where} (give mu with --mu and --snr)")
+
+
+def run_weights(args) -> int:
+    """``symattn solve --weights ...``: the table or JSON of the general-W theory."""
+    from .common import EXIT_OK, fmt, format_table, print_json, with_provenance
+
+    refuse_geometry_flags(args, "--weights")
     if getattr(args, "finite_p", False):
         raise ParameterError("finite-p", True, "unset with --weights (the general-W theory keeps W exactly)")
     if args.backend != "numpy":

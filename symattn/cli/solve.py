@@ -345,7 +345,7 @@ def _run_variant(args, variant: dict) -> int:
     from ..errors import ParameterError
     from ..theory import memorization_error
 
-    from .general_w import load_mu, load_weights
+    from .general_w import load_mu, load_weights, refuse_geometry_flags
 
     if args.finite_p:
         raise ParameterError("finite_p", True, "unset with the variant flags (no finite-p theory of the variants)")
@@ -354,11 +354,7 @@ def _run_variant(args, variant: dict) -> int:
     kw = dict(backend=args.backend, dps=args.dps, n=args.n, diagonal=args.diagonal)
     square = args.weights is not None or "heads" in variant   # the signal is mu (--mu), the size p is W's
     if square:
-        others = [f for f in ("wk2", "wq2", "mu_wk", "mu_wq", "wk_wq") if getattr(args, f, None) is not None]
-        if others or args.aligned:
-            bad = others[0] if others else "aligned"
-            raise ParameterError(bad.replace("_", "-"), getattr(args, bad, True),
-                                 "unset with --weights or --heads (give mu with --mu and --snr)")
+        refuse_geometry_flags(args, "--weights or --heads")
         if args.n is not None:
             raise ParameterError("n", args.n, "unset with --weights or --heads (n = round(p/c), p the size of W)")
         if args.snr is not None and args.mu is None:
