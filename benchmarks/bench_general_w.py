@@ -82,7 +82,7 @@ def single_head(gammas, draws, repeats=3):
         print(f"  blocks, {label}: {len(gammas) / dt:.2f} gamma-points/s with the set-up cached{extra} "
               f"(best of {repeats}); set-up {t_first - dt:.2f} s (first call {t_first:.2f} s)")
     t = time.perf_counter()
-    sa.simulate("tanh", n=round(p / 0.5), c=0.5, gamma=gammas, W=W, draws=draws, seed=0,
+    sa.simulate("tanh", n=round(p / 0.5), c=0.5, gamma=gammas, weights=W, draws=draws, seed=0,
                 models=("attention",), progress=False)
     t_draw = (time.perf_counter() - t) / draws
     print(f"  Monte Carlo of the head: {t_draw:.3f} s per draw (n = {round(p / 0.5)})")
@@ -151,7 +151,7 @@ def main(argv=None):
         dt = time.perf_counter() - t
         print(f"theory, symmetric (W + W^T)/2 (eigen path), mu = 0: {len(gammas) / dt:.2f} gamma-points/s")
         t = time.perf_counter()
-        sa.simulate("tanh", n=round(p / 0.5), c=0.5, gamma=gammas, W=W, draws=args.draws, seed=0,
+        sa.simulate("tanh", n=round(p / 0.5), c=0.5, gamma=gammas, weights=W, draws=args.draws, seed=0,
                     models=("attention",), progress=False)
         t_draw = (time.perf_counter() - t) / args.draws
         print(f"Monte Carlo: {t_draw:.3f} s per draw (n = {round(p / 0.5)}, all 4 gamma from one eigh)")

@@ -58,7 +58,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     import symattn as sa
-    from symattn.montecarlo import simulate
+    from symattn.layer import simulate
 
     f = _tanh()
     geo = sa.Geometry.aligned(1.0)
@@ -122,7 +122,7 @@ def _ratio_rows(ns, repeat, label):
     from threadpoolctl import threadpool_limits
 
     import symattn as sa
-    from symattn.montecarlo import simulate
+    from symattn.layer import simulate
     from symattn.threads import available_cores, choose_threads
 
     f = sa.activation("tanh")

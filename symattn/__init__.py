@@ -9,8 +9,10 @@ import-linter in tests/test_architecture.py):
 3. ``systems``     -- the deterministic-equivalent systems as SymPy objects
 4. ``backends``    -- arithmetic contexts, quadrature, compiled kernels, solvers, finite-p numerics
 5. ``theory``, ``montecarlo``, ``realweights`` -- the deterministic equivalents, exact simulation, weights
-6. ``codegen``, ``figures``, ``verification`` -- generated solvers, the paper's figures, the checks
-7. ``cli``         -- the command line (the only place that parses arguments)
+6. ``layer``       -- the :class:`Layer` front: one description, the theory engines' registry, ``memorization_error``, ``simulate``
+7. ``limits``, ``sensitivity`` -- leading terms and derivatives
+8. ``codegen``, ``figures``, ``verification``, ``sweep`` -- generated solvers, the paper's figures, the checks, sweeps
+9. ``cli``         -- the command line (the only place that parses arguments)
 
 Public names are imported lazily so that ``import symattn`` stays fast.
 """
@@ -36,12 +38,13 @@ _PUBLIC = {
     "PrecisionWarning": "errors",
     "FailedPointsWarning": "errors",
     "FiniteSizeWarning": "errors",
-    "memorization_error": "theory",
+    "Layer": "layer",
+    "memorization_error": "layer",
     "solve": "theory",
     "TheoryResult": "theory",
     "signal_strength": "model",
     "bulk_trace": "theory",
-    "simulate": "montecarlo",
+    "simulate": "layer",
     "SimulationResult": "montecarlo",
     "sweep": "sweep",
     "open_sweep": "sweep",

@@ -708,7 +708,7 @@ def limits(f="tanh", c=0.5, gamma=1.0, geometry=None, diagonal: str = "f", backe
     >>> lim.attention["c->oo"].coefficient, round(float(lim.attention["c->oo"].value), 6)   # tanh: d = 0
     (sqrt(gamma)/sqrt(gamma + 4*nu), 0.622914)
     """
-    from . import theory
+    from . import layer, theory
     from .activations.activation import activation as _activation
     from .backends.context import context
 
@@ -736,7 +736,7 @@ def limits(f="tanh", c=0.5, gamma=1.0, geometry=None, diagonal: str = "f", backe
         getattr(out, model)[name] = Limit(name, model, variable, point, form, coef, value, remainder, method, note)
 
     def E_of(model, cs, gs, **kw):
-        return np.asarray(theory.memorization_error(act, cs, gs, model=model, **dict(solve_kw, **kw))).reshape(-1)
+        return np.asarray(layer.memorization_error(act, cs, gs, model=model, **dict(solve_kw, **kw))).reshape(-1)
 
     def extrapolate(values, ratio, powers, what):
         est, err = theory.richardson(values, ratio, powers)

@@ -26,7 +26,7 @@ __all__ = [
     "DIAGONAL_MODES", "Geometry", "KernelConstants", "as_geometry", "kernel_constants", "dimension",
     "check_c", "check_gamma", "check_diagonal", "check_dps", "check_int", "check_positive", "check_nonnegative",
     "check_n", "check_dimension", "check_weights", "check_mu", "weight_rank", "RANK_TOL", "N_MAX",
-    "GEOMETRY_KEYS",
+    "GEOMETRY_KEYS", "KERNELS", "READOUTS", "check_heads",
 ]
 
 DIAGONAL_MODES = ("f", "zero")
@@ -336,6 +336,52 @@ def check_weights(W) -> np.ndarray:
     if not np.any(W):
         raise ParameterError("weights", "the zero matrix", "a nonzero matrix (‖W‖_F > 0)")
     return W
+
+
+#: the layer's kernels: K = f(XᵀWX/√p)/√p entrywise, or the row softmax (docs/theory.md §13.3)
+KERNELS = ("entrywise", "softmax")
+#: how several heads reach the readout: Φ = [XK_1; …; XK_H] (concat) or X Σ_h K_h (sum) (docs/theory.md §13.2)
+READOUTS = ("concat", "sum")
+
+
+def check_heads(heads) -> tuple:
+    """The heads W_1..W_H as a tuple of finite, real, read-only float64 p×p arrays of one shape.
+
+    Parameters
+    ----------
+    heads : sequence of array_like
+        A list of p×p matrices (or an H×p×p array).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+
+    Raises
+    ------
+    ParameterError
+        ``heads``: an empty list, a 2-d array, heads of different shapes, non-finite entries.
+
+    Examples
+    --------
+    >>> [W.shape for W in check_heads([np.eye(2), np.ones((2, 2))])]
+    [(2, 2), (2, 2)]
+    """
+    if isinstance(heads, np.ndarray) and heads.ndim == 2:
+        raise ParameterError("heads", f"array of shape {heads.shape}", "a list of p×p matrices (or an H×p×p array)")
+    try:
+        hs = [np.array(W, dtype=float) for W in heads]
+    except (TypeError, ValueError):
+        raise ParameterError("heads", heads, "a list of real p×p matrices") from None
+    if not hs:
+        raise ParameterError("heads", "[]", "a non-empty list of p×p matrices")
+    p = hs[0].shape[0] if hs[0].ndim == 2 else -1
+    for h, W in enumerate(hs):
+        if W.ndim != 2 or W.shape != (p, p) or p < 1:
+            raise ParameterError("heads", f"head {h} of shape {W.shape}", "square matrices of one shape (p, p)")
+        if not np.all(np.isfinite(W)):
+            raise ParameterError("heads", f"head {h} with NaN/inf", "finite entries")
+        W.setflags(write=False)
+    return tuple(hs)
 
 
 def check_mu(mu, p: int) -> np.ndarray:

@@ -37,14 +37,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ConvergenceError, ParameterError, SymattnError
-from .model import MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_int, check_mu
+from .model import (KERNELS, MODELS, READOUTS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma,
+                    check_heads, check_int, check_mu)
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
 METHODS = ("auto", "eigh", "tridiagonal")
 
 __all__ = [
-    "simulate",
+    "exact_monte_carlo",
     "SimulationResult",
     "kernel_matrix",
     "sample_tokens",
@@ -56,8 +57,6 @@ __all__ = [
     "METHODS",
     "Variant",
     "check_variant",
-    "KERNELS",
-    "READOUTS",
 ]
 
 
@@ -350,7 +349,7 @@ def draw_errors(f, X, y, gamma, W=None, diagonal: str = "f", models=MODELS, trac
     X = np.asarray(X, dtype=float)
     p = X.shape[0]
     if W is not None:
-        W = _check_W(W, p)
+        W = _check_W(W, p, "W")
     method = _check_method(method, "numpy")
     variant = check_variant(p, residual, heads, readout, kernel, temperature)
     if variant.heads is not None and W is not None:
@@ -631,15 +630,15 @@ def check_memory(n: int, p: int, name: str = "n", value=None, **kwargs) -> dict:
 
 
 # ----------------------------------------------------------------------------- one draw
-def _check_W(W, p: int) -> np.ndarray:
+def _check_W(W, p: int, name: str = "weights") -> np.ndarray:
     try:
         W = np.asarray(W, dtype=float)
     except (TypeError, ValueError):
-        raise ParameterError("W", W, f"a real {p}x{p} matrix") from None
+        raise ParameterError(name, W, f"a real {p}x{p} matrix") from None
     if W.shape != (p, p):
-        raise ParameterError("W", W.shape, f"shape (p, p) = ({p}, {p}) with p = round(c*n)")
+        raise ParameterError(name, W.shape, f"shape (p, p) = ({p}, {p}) with p = round(c*n)")
     if not np.all(np.isfinite(W)):
-        raise ParameterError("W", "matrix with NaN/inf", "finite entries")
+        raise ParameterError(name, "matrix with NaN/inf", "finite entries")
     return W
 
 
@@ -658,10 +657,6 @@ def _check_models(models) -> tuple:
     if not models or any(m not in MODELS for m in models):
         raise ParameterError("models", models, "a non-empty subset of ('attention', 'linear')")
     return tuple(m for m in MODELS if m in models)
-
-
-KERNELS = ("entrywise", "softmax")
-READOUTS = ("concat", "sum")
 
 
 @dataclass(frozen=True)
@@ -735,16 +730,9 @@ def check_variant(p: int, residual=False, heads=None, readout="concat", kernel="
     if not (math.isfinite(temperature) and temperature > 0):
         raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
     if heads is not None:
-        if isinstance(heads, np.ndarray) and heads.ndim == 2:
-            raise ParameterError("heads", f"array of shape {heads.shape}", "a list of p×p matrices (or an H×p×p array)")
-        try:
-            hs = tuple(_check_W(Wh, p) for Wh in heads)
-        except ParameterError as err:
-            raise ParameterError("heads", err.value, f"a list of real, finite {p}x{p} matrices") from None
-        except TypeError:
-            raise ParameterError("heads", heads, f"a list of real, finite {p}x{p} matrices") from None
-        if not hs:
-            raise ParameterError("heads", "[]", "a non-empty list of p×p matrices")
+        hs = check_heads(heads)
+        if hs[0].shape != (p, p):
+            raise ParameterError("heads", f"heads of shape {hs[0].shape}", f"{p}x{p} matrices (p = round(c*n))")
         heads = hs
         if residual and readout == "concat" and len(hs) > 1:
             raise ParameterError("readout", readout, "'sum' with residual=True and more than one head",
@@ -1077,8 +1065,8 @@ def draw_seed(seed: int, k: int) -> np.random.SeedSequence:
 
     Examples
     --------
-    >>> a = simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=3, seed=5, progress=False)
-    >>> b = simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=1, seed=draw_seed(5, 2), progress=False)
+    >>> a = exact_monte_carlo("tanh", n=40, c=1.0, gamma=[0.1], draws=3, seed=5, progress=False)
+    >>> b = exact_monte_carlo("tanh", n=40, c=1.0, gamma=[0.1], draws=1, seed=draw_seed(5, 2), progress=False)
     >>> bool(b.attention[0, 0] == a.attention[2, 0])
     True
     """
@@ -1094,9 +1082,9 @@ def combine_draws(parts) -> "SimulationResult":
 
     Examples
     --------
-    >>> parts = [simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=1, seed=draw_seed(5, k), progress=False)
+    >>> parts = [exact_monte_carlo("tanh", n=40, c=1.0, gamma=[0.1], draws=1, seed=draw_seed(5, k), progress=False)
     ...          for k in range(3)]
-    >>> whole = simulate("tanh", n=40, c=1.0, gamma=[0.1], draws=3, seed=5, progress=False)
+    >>> whole = exact_monte_carlo("tanh", n=40, c=1.0, gamma=[0.1], draws=3, seed=5, progress=False)
     >>> both = combine_draws(parts)
     >>> both.draws, bool(np.array_equal(both.attention, whole.attention) and np.array_equal(both.linear, whole.linear))
     (3, True)
@@ -1172,7 +1160,7 @@ class SimulationResult:
 
     Examples
     --------
-    >>> r = simulate("relu", n=100, c=1.0, gamma=[0.1, 1.0], draws=4, seed=0)
+    >>> r = exact_monte_carlo("relu", n=100, c=1.0, gamma=[0.1, 1.0], draws=4, seed=0)
     >>> r.attention.shape, r.attention_mean.shape, bool((r.attention_sem > 0).all())
     ((4, 2), (2,), True)
     >>> d = r.to_dict()
@@ -1299,12 +1287,13 @@ def _show_progress(progress, draws):
     return bool(progress)
 
 
-def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
-             seed=0, backend: str = "numpy", device=None, diagonal: str = "f", W=None, mu=None,
+def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
+             seed=0, backend: str = "numpy", device=None, diagonal: str = "f", weights=None, mu=None,
              progress=None, models=MODELS, trace_estimator: bool = False,
              dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
              readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None) -> SimulationResult:
-    r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n.
+    r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n: the engine of
+    :meth:`symattn.Layer.simulate` and :func:`symattn.simulate`.
 
     Per draw (docs/theory.md §2): X = μyᵀ + Z (p×n, p = round(c·n)), K = f(XᵀWX/√p)/√p,
     M = KᵀXᵀXK/n, one ``eigh`` M = Σ λ_k v_k v_kᵀ, and for every γ at once
@@ -1319,7 +1308,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
     gamma : ridge values γ > 0 (all obtained from the same eigendecomposition).
     geometry : Geometry, dict or None
         Gram matrix of (μ, w_K, w_Q) (rank r allowed), embedded by ``Geometry.vectors(p)``.
-    W, mu : explicit p×p weight matrix W and/or signal μ of shape (p,); mutually exclusive with
+    weights, mu : explicit p×p weight matrix W and/or signal μ of shape (p,); mutually exclusive with
         a non-null ``geometry``. A missing one defaults to I_p (W) or 0 (mu).
     draws, seed : independent draws >= 1; the root seed (int, or None for fresh entropy,
         recorded in the result). Draw k uses ``SeedSequence(seed).spawn(draws)[k]``.
@@ -1336,7 +1325,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         mapped to e1, then one O(n) tridiagonal solve per γ -- the same number, about 3× cheaper.
     residual : bool
         Φ = X(I + K) instead of XK (docs/theory.md §13); with several heads it needs readout='sum'.
-    heads, readout : a list of p×p matrices W_1..W_H (mutually exclusive with ``W`` and with
+    heads, readout : a list of p×p matrices W_1..W_H (mutually exclusive with ``weights`` and with
         weight vectors in ``geometry``; μ may still come from ``geometry`` or ``mu``), each head
         K_h = f(XᵀW_hX/√p)/√p; ``readout='concat'`` gives Φ = [XK_1; …; XK_H] (Hp×n),
         ``'sum'`` gives Φ = X Σ_h K_h.
@@ -1359,18 +1348,19 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
 
     Examples
     --------
-    >>> r = simulate("tanh", n=200, c=0.5, gamma=[0.1, 1.0], draws=3, seed=0)
+    >>> r = exact_monte_carlo("tanh", n=200, c=0.5, gamma=[0.1, 1.0], draws=3, seed=0)
     >>> r.attention.shape, r.attention_mean.round(2).tolist()
     ((3, 2), [0.63, 0.76])
-    >>> r = simulate("tanh", n=40, c=0.5, gamma=[0.1], draws=2, residual=True)
+    >>> r = exact_monte_carlo("tanh", n=40, c=0.5, gamma=[0.1], draws=2, residual=True)
     >>> r.attention.shape
     (2, 1)
-    >>> r = simulate(None, n=40, gamma=[1e-3], draws=1, kernel="softmax", temperature=1.0, diagonal="zero")
+    >>> r = exact_monte_carlo(None, n=40, gamma=[1e-3], draws=1, kernel="softmax", temperature=1.0, diagonal="zero")
     >>> 0 < float(r.attention[0, 0]) < 1
     True
     """
     import time
 
+    W = weights
     n = check_int("n", n, 2)
     draws = check_int("draws", draws, 1)
     if batch is not None:
@@ -1401,7 +1391,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
     variant = check_variant(p, residual, heads, readout, kernel, temperature)
     if variant.heads is not None:
         if W is not None:
-            raise ParameterError("W", "a matrix", "None when heads= is given", hint="give either W= or heads=")
+            raise ParameterError("weights", "a matrix", "None when heads= is given",
+                                 hint="give either weights= or heads=")
         if geo.rank > 0 and np.any(geo.gram[1:, 1:]):
             raise ParameterError("geometry", geo, "a geometry without weight vectors when heads= is given",
                                  hint="the heads carry the weights; give μ by geometry=Geometry(snr=...) or mu=")
@@ -1412,8 +1403,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
     explicit = W is not None or mu is not None
     if explicit:
         if not geo.is_null:
-            raise ParameterError("geometry", geo, "None (or null) when W or mu is given explicitly",
-                                 hint="give either geometry= or the explicit W=/mu=, not both")
+            raise ParameterError("geometry", geo, "None (or null) when weights or mu is given explicitly",
+                                 hint="give either geometry= or the explicit weights=/mu=, not both")
         if W is not None:
             W = _check_W(W, p)
         if mu is not None:

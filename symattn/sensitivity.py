@@ -42,16 +42,13 @@ from functools import lru_cache
 
 import numpy as np
 import sympy as sp
-from sympy.printing.pycode import PythonCodePrinter
 
 from .activations.activation import activation as _activation
 from .backends import solver
-from .backends.compile import rationalise
 from .backends.context import context
 from .errors import ParameterError
 from .model import as_geometry, check_c, check_gamma, kernel_constants
 from .systems.explicit import explicit_error
-from .systems.symbols import c, rc
 
 #: rank-one names of the Gram entries θ = 𝔊_ij (those of :class:`symattn.Geometry`)
 GRAM_NAMES = {"snr": (0, 0), "mu_wk": (0, 1), "mu_wq": (0, 2), "wk2": (1, 1), "wq2": (2, 2), "wk_wq": (1, 2)}
@@ -71,48 +68,13 @@ def _entry(wrt, rank):
                          f"('gram', i, j) with 0 <= i, j <= {2 * rank}")
 
 
-class _Printer(PythonCodePrinter):
-    """Python arithmetic for a straight-line program: a rational p/q is printed as ONE*p/q, so that
-    it is exact in the arithmetic of ONE (a float, or an mpmath number)."""
-
-    def _print_Rational(self, expr):
-        return f"(ONE*{expr.p}/{expr.q})"
-
-
 @lru_cache(maxsize=None)
-def _compiled(rank: int, entry: tuple):
-    """E_A and dE_A/d𝔊_ij as one Python function of the base symbols (c as √c): the steps of the
-    explicit formula that they need, printed as one straight-line program (:func:`_program`; pure
-    arithmetic, so it runs on float64 arrays and on object arrays of mpmath numbers alike)."""
+def _compiled(rank: int, entry: tuple, backend: str):
+    """E_A and dE_A/d𝔊_ij as one function of the base symbols of the explicit formula: the steps they need,
+    printed by the library's printers (:meth:`symattn.systems.explicit.ExplicitError.compile`; pure arithmetic,
+    on float64 arrays or object arrays of mpmath numbers)."""
     ex = explicit_error(rank)
-    return _program(rank, (ex.E_A, ex.diff(ex.E_A, ex.gram[entry])))
-
-
-def _program(rank: int, targets, extra=()):
-    """The straight-line program of ``targets`` (step symbols of the explicit formula) as one Python
-    function fn(ONE, *base, *extra) -> tuple of the targets; the steps they need only, in order."""
-    ex = explicit_error(rank)
-    steps = dict(ex.steps)
-    need, todo = set(), list(targets)
-    while todo:
-        s = todo.pop()
-        if s in steps and s not in need:
-            need.add(s)
-            todo.extend(steps[s].free_symbols)
-    base = tuple(rc if b is c else b for b in ex.base) + tuple(extra)
-    names = {b: f"x{i}" for i, b in enumerate(base)}
-    printer = _Printer()
-    lines = []
-    for k, (s, expr) in enumerate(ex.steps):
-        if s in need:
-            names[s] = f"s{k}"
-            lines.append(f"    s{k} = " + printer.doprint(rationalise(expr).xreplace(
-                {v: sp.Symbol(n) for v, n in names.items() if v in expr.free_symbols or v is rc})))
-    out = ", ".join(names[t] if t in names else "0*ONE" for t in targets)
-    src = f"def _fn(ONE, {', '.join(names[b] for b in base)}):\n" + "\n".join(lines) + f"\n    return ({out},)\n"
-    namespace = {}
-    exec(compile(src, f"<explicit E_A rank {rank}>", "exec"), namespace)  # generated from SymPy, no user input
-    return namespace["_fn"], ex
+    return ex.compile(backend, (ex.E_A, ex.diff(ex.E_A, ex.gram[entry])))
 
 
 #: the symbols of T̈ (the second γ-derivatives of the nine traces), extra arguments of :func:`_directional`
@@ -120,7 +82,7 @@ TRACE_DDOTS = tuple(sp.Symbol(f"Tddot_{k}", real=True) for k in range(9))
 
 
 @lru_cache(maxsize=None)
-def _directional(rank: int):
+def _directional(rank: int, backend: str):
     r"""E_A and dE_A/dγ = ∂E/∂γ + Σ ∂E/∂T_k Ṫ_k + Σ ∂E/∂Ṫ_k T̈_k as one function of the base symbols and
     T̈ (:data:`TRACE_DDOTS`): a forward chain-rule pass through the steps of the explicit formula in the
     direction (T → Ṫ, Ṫ → T̈, γ → 1)."""
@@ -145,7 +107,7 @@ def _directional(rank: int):
                 break
         ex.steps.extend(new)
         cache[key] = tangent.get(ex.E_A, sp.Integer(0))
-    return _program(rank, (ex.E_A, cache[key]), TRACE_DDOTS)
+    return ex.compile(backend, (ex.E_A, cache[key]), args=ex.base + TRACE_DDOTS)
 
 
 @lru_cache(maxsize=None)
@@ -184,8 +146,7 @@ def _gamma_derivative(ctx, sol, T, T_dot, geom_args, rank, a1v, cv, gv):
                                                           for l in range(3)]).reshape(-1, 9, 3)
     T_ddot = A + np.einsum("pkl,pl->pk", B, e_ddot) if ctx.name == "numpy" else \
         A + (B * e_ddot[:, None, :]).sum(axis=-1)
-    prog, _ = _directional(rank)
-    _, dE = prog(ctx.convert(1), *T.T, *T_dot.T, *geom_args, a1v, ctx.sqrt(cv), gv, *T_ddot.T)
+    _, dE = _directional(rank, ctx.name)(*T.T, *T_dot.T, *geom_args, a1v, cv, gv, *T_ddot.T)
     return dE
 
 
@@ -276,8 +237,7 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
         if entry == "gamma":
             dE = _gamma_derivative(ctx, sol, T, T_dot, gram_args, geom.rank, a1v, cv, gv)
         else:
-            fn, ex = _compiled(geom.rank, entry)
-            _, dE = fn(ctx.convert(1), *T.T, *T_dot.T, *gram_args, a1v, ctx.sqrt(cv), gv)
+            _, dE = _compiled(geom.rank, entry, ctx.name)(*T.T, *T_dot.T, *gram_args, a1v, cv, gv)
     # the symbol 𝔊_ij (i < j) stands for both entries 𝔊_ij = 𝔊_ji: one derivative moves both
     return np.asarray(dE, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
 

@@ -6,7 +6,9 @@ with Φ = X K_X (attention, docs/theory.md §6) or Φ = X (linear regression, do
 
 - :func:`solve` returns a :class:`TheoryResult` (E, F, the bulk solution, residuals, iterations,
   parameters, ``to_dict()``), the counterpart of :class:`symattn.montecarlo.SimulationResult`;
-- :func:`memorization_error` is the thin wrapper that returns E only;
+- :func:`ridgeless` gives the γ = 0 values;
+- :func:`symattn.layer.memorization_error` (``sa.memorization_error``) is the thin wrapper over
+  :class:`symattn.Layer` that returns E only, for every layer; this module is its paper-model engine;
 - :func:`bulk_trace` evaluates the Proposition 1 traces of the bulk resolvent (docs/theory.md §5).
 """
 
@@ -62,6 +64,21 @@ class TheoryResult:
     parameters : dict
         Everything the result depends on: activation and its constants a1, ν, s², d, diagonal,
         geometry (Gram matrix), n, correction, backend and dps.
+    constants : KernelConstants or None
+        The kernel constants (a1, s², d) the asymptotic attention solver used (a1, d of the size of
+        quadrature noise set to exact zeros); None otherwise.
+
+    The quantities at the solution (asymptotic attention theory; computed on first use, in the
+    result's arithmetic, from the bulk solution ``bulk``; docs/theory.md §6.3–§6.5):
+
+    - ``traces``: the nine traces T_Q^(0,1) = ∫λ^j q dμ_S, T_QK^(0,1,2) = ∫λ^j k dμ_S,
+      T_KQK^(0..3) = ∫λ^j r dμ_S, a dict ``{"T_Q0": array, ..., "T_KQK3": array}`` in the order of
+      :data:`symattn.systems.attention.TRACES`; ``trace_dots``: their γ-derivatives Ṫ_j (same keys);
+    - ``centred_traces``: ``{"U_KQK1": T_KQK^(1) − 1, "U_KQK2": T_KQK^(2) − 1/c, "U_KQK3": T_KQK^(3) − (1 + 1/c)/c}``,
+      computed without the cancellation (docs/theory.md §5.7);
+    - ``gram``: 𝔊, the Gram matrix of (μ, w_K, w_Q) (§6.2); ``Gamma``, ``Gamma_dot``: Γ = UᵀH0^{-1}U and
+      dΓ/dγ (§6.5), ``C_hat``: Ĉ (§6.4), each shaped ``shape + (N, N)``, N = 6 + 4r, so that
+      F = [(I + ΓĈ)^{-1}Γ]_00 and E_A = −γ² F'(γ) (§6.6).
 
     Examples
     --------
@@ -70,6 +87,11 @@ class TheoryResult:
     True
     >>> sorted(r.to_dict())[:3]
     ['E_attention', 'E_linear', 'F_attention']
+    >>> T = r.traces                               # e3 = √c T_QK^(1), e2 = 1 − c T_KQK^(2) (§6.3)
+    >>> bool(np.allclose(np.sqrt(0.5) * T["T_QK1"], r.bulk[:, 2]) and np.allclose(1 - 0.5 * T["T_KQK2"], r.bulk[:, 1]))
+    True
+    >>> r.Gamma.shape, bool(np.allclose(r.Gamma, np.swapaxes(r.Gamma, -1, -2)))
+    ((2, 10, 10), True)
     """
 
     c: np.ndarray
@@ -86,6 +108,7 @@ class TheoryResult:
     closed: np.ndarray | None = None
     failures: list = field(default_factory=list)
     parameters: dict = field(default_factory=dict)
+    constants: object = field(default=None, repr=False)
 
     @property
     def shape(self) -> tuple:
@@ -105,6 +128,68 @@ class TheoryResult:
         if self.model == "both":
             return {"attention": self.F_attention, "linear": self.F_linear}
         return getattr(self, "F_" + self.model)
+
+    @property
+    def _at_solution(self) -> dict:
+        """T, U, Ṫ, Γ, Γ̇, Ĉ at the solved points (:func:`symattn.backends.closed.solution_quantities`),
+        computed once."""
+        if "_solution_cache" not in self.__dict__:
+            self.__dict__["_solution_cache"] = self._solution_quantities()
+        return self.__dict__["_solution_cache"]
+
+    def _solution_quantities(self) -> dict:
+        if self.bulk is None or self.constants is None:
+            raise ParameterError("result", f"model={self.model!r}, correction={self.parameters.get('correction')!r}",
+                                 "a result of the asymptotic attention theory (model 'attention' or 'both', "
+                                 "no correction): only it has traces")
+        k, P = self.constants, int(np.prod(self.shape, dtype=int))
+        gram = np.asarray(self.parameters["geometry"], dtype=float)
+        rank = (gram.shape[0] - 1) // 2
+        ctx = context(self.parameters["backend"], self.parameters["dps"])
+        dv = np.asarray(k.d, dtype=object).reshape(-1) if np.ndim(k.d) else k.d
+        with ctx:
+            q = closed_form.solution_quantities(ctx, self.c.reshape(-1), self.gamma.reshape(-1), k.a1, k.s2, dv,
+                                                self.bulk.reshape(P, 3), gram, rank)
+        return {key: v.reshape(self.shape + v.shape[1:]) for key, v in q.items()}
+
+    @property
+    def traces(self) -> dict:
+        """The nine traces T_j at the solution (docs/theory.md §6.3): ``{"T_Q0": array, ...}``."""
+        from .systems.attention import TRACES
+
+        return {name: self._at_solution["T"][..., j] for j, (name, _, _) in enumerate(TRACES)}
+
+    @property
+    def trace_dots(self) -> dict:
+        """Ṫ_j = dT_j/dγ at the solution (docs/theory.md §6.6), keyed as :attr:`traces`."""
+        from .systems.attention import TRACES
+
+        return {name: self._at_solution["T_dot"][..., j] for j, (name, _, _) in enumerate(TRACES)}
+
+    @property
+    def centred_traces(self) -> dict:
+        """U_KQK^(j) = T_KQK^(j) − M_{j−1}/c, j = 1, 2, 3 (docs/theory.md §5.7), without cancellation."""
+        return {f"U_KQK{j}": self._at_solution["U"][..., j - 1] for j in (1, 2, 3)}
+
+    @property
+    def gram(self) -> np.ndarray:
+        """𝔊, the Gram matrix of (μ, w_K^(1..r), w_Q^(1..r)) (docs/theory.md §6.2)."""
+        return np.asarray(self.parameters["geometry"], dtype=float)
+
+    @property
+    def Gamma(self) -> np.ndarray:
+        """Γ = UᵀH0^{-1}U at the solution (docs/theory.md §6.5), shape ``shape + (N, N)``."""
+        return self._at_solution["Gamma"]
+
+    @property
+    def Gamma_dot(self) -> np.ndarray:
+        """dΓ/dγ at the solution (docs/theory.md §6.6), shape ``shape + (N, N)``."""
+        return self._at_solution["Gamma_dot"]
+
+    @property
+    def C_hat(self) -> np.ndarray:
+        """Ĉ = [[0, Cᵀ], [C, 0]] (docs/theory.md §6.4), shape ``shape + (N, N)``."""
+        return self._at_solution["C_hat"]
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: points, E and F per model (decimal strings for mpmath numbers),
@@ -216,7 +301,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
     --------
     >>> from symattn import Geometry
     >>> r = solve("tanh", c=0.5, gamma=1.0, geometry=Geometry.aligned(snr=1.0))
-    >>> round(float(r.E), 6) == round(float(memorization_error("tanh", 0.5, 1.0, Geometry.aligned(snr=1.0))), 6)
+    >>> round(float(r.E), 6) == round(float(solve("tanh", 0.5, 1.0, Geometry.aligned(snr=1.0), method="quadrature").E), 6)
     True
     >>> r.bulk.shape, r.iterations > 0
     ((3,), True)
@@ -266,6 +351,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
                     finite_p.warn_if_strong(geom, n, cb, stacklevel=3)
                 found = {}
                 vals = _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, found)
+                out.constants = _chopped(k)   # what the solver used; the traces are computed from it on demand
                 out.attention, out.F_attention, out.bulk = vals["E"], vals["F"], vals["e"]
                 out.residuals, out.iterations, out.precision = vals["residual"], vals["iterations"], vals["precision"]
                 out.closed = np.asarray(vals["closed"], dtype=float).reshape(shape) == 1  # docs/theory.md §5.8
@@ -492,127 +578,6 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
     return vals
 
 
-def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
-                       backend: str = "numpy", dps: int | None = None, n: int | None = None,
-                       diagonal: str = "f", correction: str | None = None, errors: str = "raise",
-                       residual: bool = False, heads=None, readout: str = "concat", kernel: str = "entrywise",
-                       temperature=None, weights=None, mu=None, structure: str = "auto"):
-    r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
-
-    The thin wrapper of :func:`solve` that returns E only; the parameters are those of :func:`solve`.
-    E_A is the attention error (docs/theory.md §6), E_LR the linear-regression error (docs/theory.md §3).
-
-    Parameters
-    ----------
-    f : str, sympy expression, callable or Activation
-        The activation: a catalog name (``"tanh"``), a SymPy string in ``x`` (``"x*erf(x)"``),
-        a SymPy expression, a callable, or an :class:`~symattn.Activation`. The model uses the
-        centred f − a0.
-    c : float or array_like
-        The ratio p/n > 0, broadcast against ``gamma``.
-    gamma : float or array_like
-        The ridge γ > 0; γ = 0 gives the ridgeless value, the γ → 0 limit, which exists for
-        c < 1 (docs/theory.md §7.6); at c ≥ 1 it raises ParameterError.
-    geometry : Geometry, dict or None
-        The Gram matrix of (μ, w_K, w_Q) (:class:`~symattn.Geometry`); None means μ = w = 0.
-    model : {'attention', 'linear', 'both'}
-        E_A (docs/theory.md §6), E_LR (docs/theory.md §3) or both.
-    backend : {'numpy', 'mpmath'}
-        float64 and vectorised, or mpmath at ``dps`` digits (default 30).
-    dps : int, optional
-        Decimal digits of the mpmath backend.
-    n : int, optional
-        The number of tokens: the finite-p diagonal d_n at p = round(c·n) replaces
-        d = lim f(√p)/√p (docs/theory.md §1.3).
-    diagonal : {'f', 'zero'}
-        The kernel's diagonal is f (giving d) or zero (d = 0).
-    correction : {None, 'finite-p'}
-        None for the asymptotic theory, 'finite-p' (needs ``n``) for the finite-p corrected
-        attention theory (docs/theory.md §10).
-    errors : {'raise', 'nan'}
-        A point that cannot be solved raises :class:`~symattn.errors.ConvergenceError`
-        (default), or becomes NaN, the other points kept, with one
-        :class:`~symattn.errors.FailedPointsWarning` listing the failed points and reasons.
-        Every returned E is finite and in [0, 1] (see :func:`solve`).
-    weights, mu : array_like, optional
-        The general-W theory (docs/theory.md §12): W a p×p array, the kernel exactly
-        f(XᵀWX/√p)/√p (no rescaling), μ of length p (default 0), n = round(p/c); numpy backend
-        (mpmath for p <= 100), ``geometry`` and ``correction`` None
-        (:func:`symattn.backends.general_w_entry.general_memorization_error`).
-        With ``heads=`` (and no ``weights``), ``mu`` is the signal of the multi-head layer instead.
-        ``residual=True`` with ``weights=W`` is the residual layer of the one head W (as ``heads=[W]``:
-        the Gaussian-equivalent value, no strong-direction correction); the softmax is refused.
-    structure : {'auto', 'blocks', 'free'}
-        With ``weights=``: the model of the kernel's nonlinear part, the free elliptic noise of
-        docs/theory.md §12.1 ('free') or the structured Hermite blocks of §12.8 for a low-rank W
-        ('blocks'); 'auto' takes 'blocks' when rank W <= min(64, p/4)
-        (:func:`symattn.backends.general_w_entry.kernel_structure`).
-    residual, heads, readout, kernel, temperature
-        The layer's variant (docs/theory.md §13), as in :func:`symattn.simulate`: Φ = X(I + K)
-        (``residual=True``); heads W_1..W_H with ``readout='sum'`` (of the paper's form, or any p×p
-        heads through the summed general-W kernel), or with ``'concat'`` (identical heads; distinct heads
-        through the block pencil, :func:`symattn.variants.general_concat_error`); the row softmax (``kernel='softmax'``,
-        ``temperature=τ``, needs ``n`` and ``diagonal='zero'``, γ the softmax layer's own ridge).
-        Evaluated by :func:`symattn.variants.variant_error`, which refuses, with a
-        ParameterError saying why, what the theory does not cover.
-
-    Returns
-    -------
-    numpy.ndarray or dict
-        A float array of shape broadcast(c, gamma) -- or, for model='both',
-        ``{"attention": array, "linear": array}``. With backend='mpmath' the arrays hold mpf.
-
-    Examples
-    --------
-    >>> E = memorization_error("tanh", c=0.5, gamma=[0.01, 1.0], model="both")
-    >>> bool(np.all(E["attention"] >= E["linear"]))      # no signal: attention memorises worse
-    True
-    >>> float(memorization_error("tanh", c=0.5, gamma=0.0))  # ridgeless: rank Φ = p, E_A(0) = 1 − c
-    0.5
-    """
-    if _zero_ridge(gamma):  # the ridgeless value (docs/theory.md §7.6)
-        plain = (weights is None and mu is None and residual is False and heads is None and kernel == "entrywise"
-                 and temperature is None and readout == "concat")
-        return _ridgeless(f, c, gamma, geometry, model, backend, dps, n, diagonal, correction, errors, plain)
-    if weights is not None or (mu is not None and heads is None):
-        # the general-W theory (docs/theory.md §12): K = f(XᵀWX/√p)/√p with this exact W
-        if weights is None:
-            raise ParameterError("weights", None, "a p×p matrix W when mu= is given")
-        if geometry is not None or correction is not None or heads is not None:
-            name = "geometry" if geometry is not None else "correction" if correction is not None else "heads"
-            raise ParameterError(name, {"geometry": geometry, "correction": correction, "heads": "a list"}[name],
-                                 "None with weights= (give the heads' signal as heads=..., mu=...)")
-        if kernel != "entrywise" or temperature is not None:
-            name, value = ("kernel", kernel) if kernel != "entrywise" else ("temperature", temperature)
-            raise ParameterError(name, value, "the default with weights= (the softmax theory is for W = I: "
-                                 "kernel='softmax' without weights=)")
-        if readout not in ("concat", "sum"):
-            raise ParameterError("readout", readout, "'concat' or 'sum'")
-        if residual is not False:   # one head: Φ = X(I + K) is the residual layer of heads=[W]
-            from .variants import variant_error
-
-            return variant_error(f, c, gamma, model=model, backend=backend, dps=dps, n=n, diagonal=diagonal,
-                                 residual=residual, heads=[weights], readout="sum", mu=mu)
-        from .backends.general_w_entry import general_memorization_error
-
-        return general_memorization_error(f, c, gamma, weights, mu, model=model, backend=backend, n=n,
-                                          diagonal=diagonal, errors=errors, dps=dps, structure=structure)
-    if structure != "auto":
-        raise ParameterError("structure", structure, "'auto' unless weights= is given")
-    if residual is not False or heads is not None or kernel != "entrywise" or temperature is not None:
-        if correction is not None:
-            raise ParameterError("correction", correction, "None with residual=, heads= or kernel='softmax'")
-        from .variants import variant_error
-
-        return variant_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                             diagonal=diagonal, residual=residual, heads=heads, readout=readout, kernel=kernel,
-                             temperature=temperature, mu=mu)
-    if readout != "concat":
-        raise ParameterError("readout", readout, "'concat' (the default) unless heads= is given")
-    return solve(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                 diagonal=diagonal, correction=correction, errors=errors).E
-
-
 #: the ridges of the γ → 0 extrapolation (c < 1): γ_j = RIDGELESS_GAMMA·(1 − √c)²·10^{-j}
 RIDGELESS_GAMMA = 1e-3
 #: for c < 1, E(γ) = E(0) + k2 γ² + k3 γ³ + … (a spectral gap at 0; docs/theory.md §7.6): the powers eliminated
@@ -658,26 +623,26 @@ def richardson(values, ratio, powers):
     return est, np.abs(est - diag[-2])
 
 
-def _zero_ridge(gamma) -> bool:
-    """True when some γ is exactly 0 (the ridgeless value asked for)."""
-    try:
-        return bool(np.any(np.asarray(gamma, dtype=float) == 0))
-    except (TypeError, ValueError):
-        return False
-
-
-def _ridgeless(f, c, gamma, geometry, model, backend, dps, n, diagonal, correction, errors, plain):
+def ridgeless(f, c, gamma, geometry=None, model: str = "attention", backend: str = "numpy", dps=None, n=None,
+              diagonal: str = "f", correction=None, errors: str = "raise"):
     r"""E at the points with γ = 0: the γ → 0 limit, which exists for c < 1 only (docs/theory.md §7.6).
 
     E_LR(0) = (1 − c)/(1 + ‖μ‖²) (docs/theory.md §3); E_A(0) = 1 − c at μ = w = 0 (rank Φ = p),
     otherwise the Richardson extrapolation (:func:`richardson`, :data:`RIDGELESS_POWERS`) of the
     theory at γ_j = :data:`RIDGELESS_GAMMA`·(1 − √c)²·10^{-j}; an extrapolation whose error estimate
-    exceeds 1e-9 (float64; 10^{-(dps−8)} mpmath) raises ConvergenceError. The other points are
-    solved as usual.
+    exceeds 1e-9 (float64; 10^{-(dps−8)} mpmath) raises ConvergenceError. The other points (γ > 0)
+    are solved as usual (:func:`solve`). The parameters are those of :func:`solve`.
+
+    Returns
+    -------
+    numpy.ndarray or dict
+        E shaped broadcast(c, gamma); a dict of both models for model='both'.
+
+    Examples
+    --------
+    >>> float(ridgeless("tanh", 0.5, 0.0)), float(ridgeless("tanh", 0.5, 0.0, model="linear"))
+    (0.5, 0.5)
     """
-    if not plain:
-        raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
-                             "(the ridgeless value gamma = 0 is of the paper's model only)")
     if model not in MODEL_CHOICES:
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
     c_arr = check_c(c)

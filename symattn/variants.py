@@ -16,31 +16,9 @@ from .backends import solver
 from .backends import variants as _v
 from .backends.context import context
 from .errors import ConvergenceError, ParameterError
-from .model import MODELS, as_geometry, check_c, check_diagonal, check_gamma, kernel_constants
+from .model import KERNELS, MODELS, READOUTS, as_geometry, check_c, check_diagonal, check_gamma, check_heads, kernel_constants
 
 __all__ = ["variant_error", "general_sum_error", "general_concat_error"]
-
-KERNELS = ("entrywise", "softmax")
-READOUTS = ("concat", "sum")
-
-
-def _check_heads(heads, p_hint=None):
-    if isinstance(heads, np.ndarray) and heads.ndim == 2:
-        raise ParameterError("heads", f"array of shape {heads.shape}", "a list of p×p matrices (or an H×p×p array)")
-    try:
-        hs = [np.asarray(W, dtype=float) for W in heads]
-    except (TypeError, ValueError):
-        raise ParameterError("heads", heads, "a list of real p×p matrices") from None
-    if not hs:
-        raise ParameterError("heads", "[]", "a non-empty list of p×p matrices")
-    p = hs[0].shape[0] if hs[0].ndim == 2 else -1
-    for h, W in enumerate(hs):
-        if W.ndim != 2 or W.shape != (p, p) or p < 1:
-            raise ParameterError("heads", f"head {h} of shape {W.shape}", "square matrices of one shape (p, p)")
-        if not np.all(np.isfinite(W)):
-            raise ParameterError("heads", f"head {h} with NaN/inf", "finite entries")
-    return hs, p
-
 
 def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
                   dps: int | None = None, n: int | None = None, diagonal: str = "f", residual: bool = False,
@@ -98,7 +76,8 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
     ctx = context(backend, dps)
     hs = None
     if heads is not None:
-        hs, p = _check_heads(heads)
+        hs = list(check_heads(heads))
+        p = hs[0].shape[0]
         if geometry is not None and not as_geometry(geometry).is_null:
             raise ParameterError("geometry", geometry, "None when heads= is given",
                                  hint="give the signal as mu= (a vector of the heads' size p)")

@@ -107,8 +107,6 @@ CLI_CASES = [
      ["--n", "more than once"]),
     ("activation-given-twice-two-spellings", SOLVE + ["-a", "tanh", "--activation", "relu"],
      ["--activation", "more than once"]),
-    ("simulate-c-given-twice", ["simulate", "--n", "20", "--c", "1", "--c", "2", "--gamma", "1"],
-     ["--c", "more than once"]),
     ("hermite-dps-given-twice", ["hermite", "tanh", "--dps", "20", "--dps", "30"], ["--dps", "more than once"]),
     ("diagonal-given-twice", SOLVE + ["--diagonal", "f", "--diagonal", "zero"], ["--diagonal", "more than once"]),
     # -- flags that contradict each other

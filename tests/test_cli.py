@@ -70,7 +70,7 @@ def e_lr_closed_form(c, g, m2):
 
 def _attention_available() -> bool:
     try:
-        from symattn.theory import memorization_error
+        from symattn.layer import memorization_error
 
         memorization_error("tanh", 0.5, [1.0], model="attention")
         return True

@@ -13,13 +13,13 @@ import pytest
 import symattn as sa
 from symattn.errors import ParameterError
 from symattn.model import Geometry, dimension
+from symattn.layer import simulate
 from symattn.montecarlo import (
     SimulationResult,
     draw_errors,
     draw_generators,
     kernel_matrix,
     sample_tokens,
-    simulate,
 )
 
 
@@ -523,7 +523,7 @@ def test_memory_estimate_bounds_the_measured_peak():
     import subprocess
 
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent (pytest) across exec
-    code = ("from symattn.montecarlo import simulate, draw_memory\n"
+    code = ("from symattn.layer import simulate\nfrom symattn.montecarlo import draw_memory\n"
             "def status(key):\n"
             "    return int(open('/proc/self/status').read().split(key + ':')[1].split()[0]) * 1024\n"
             "simulate('tanh', n=20, c=1.0, gamma=[1.0], draws=1, progress=False)\n"

@@ -190,3 +190,59 @@ def test_bulk_total_derivative_matches_sympy_after_expansion():
             vals = {S.lam: 0.7, S.e1: 1.3, S.e2: 0.4, S.e3: -0.2, c: 1.5, gamma: 0.3, S.a1: 0.6, S.s2: 0.05,
                     S.d: 0.1}
             assert abs(float((lhs - rhs).subs(vals))) < 1e-13
+
+
+# ----------------------------------------------------------------------------- an activation's constants
+def test_attention_system_for_tanh_holds_no_activation_constant():
+    """attention_system(f=...) substitutes a1, s², d everywhere (equations, definitions, output, C, Γ, the trace
+    integrands), for both forms; tanh has no closed-form a1, s², so they are 30-digit Floats, which agree with
+    the activation's own tanh-sinh constants at 30 digits (a different code path: Activation.constants)."""
+    import mpmath
+
+    kernel = set(S.KERNEL)
+    ref = sa.activation("tanh").constants(40)
+    for form in ("integral", "closed"):
+        s = sa.attention_system(f="tanh", form=form)
+        assert not s.free_symbols & kernel, form
+        assert not (set(s.parameters) & kernel)
+    s = sa.attention_system(f="tanh")
+    assert not set().union(*(sp.sympify(v).free_symbols for v in s.traces.values())) & kernel
+    assert not s.C.free_symbols & kernel and not s.bulk.free_symbols & kernel
+    with mpmath.workdps(40):
+        assert abs(mpmath.mpf(str(s.constants[S.a1])) - ref["a1"]) < mpmath.mpf(10) ** -28
+        assert abs(mpmath.mpf(str(s.constants[S.s2])) - ref["s2"]) < mpmath.mpf(10) ** -28
+    assert s.constants[S.d] == 0
+    assert sa.attention_system() is sa.attention_system(f=None)       # no activation: the symbols are kept
+
+
+@pytest.mark.parametrize("name, a1, s2, d", [
+    ("relu", sp.Rational(1, 2), sp.Rational(1, 4) - 1 / (2 * sp.pi), 1),
+    ("abs", 0, 1 - 2 / sp.pi, 1),
+    ("sin", sp.exp(-sp.Rational(1, 2)), (1 - sp.exp(-2)) / 2 - sp.exp(-1), 0),
+])
+def test_exact_activations_substitute_closed_forms(name, a1, s2, d):
+    """Exact where the activation is exact: the closed forms of docs/theory.md §1.2 (ReLU: a1 = 1/2, ν = 1/2 − 1/(2π);
+    |x|: a1 = 0, ν = 1 − 2/π; sin: a1 = e^{-1/2}, ν = (1 − e^{-2})/2), checked against the 40-digit quadrature."""
+    import mpmath
+
+    s = sa.bulk_system(name)
+    k = s.constants
+    assert sp.simplify(k[S.a1] - a1) == 0 and sp.simplify(k[S.s2] - s2) == 0 and k[S.d] == d
+    assert all(not v.has(sp.Float) for v in k.values())
+    ref = sa.activation(name).constants(40)
+    with mpmath.workdps(40):
+        assert abs(mpmath.mpf(sp.N(k[S.s2], 45)) - ref["s2"]) < mpmath.mpf(10) ** -35
+    assert sp.simplify(s.definitions[beta] - (sp.sqrt(c) * (a1 * (S.lam - 1) + d) - s2 * S.e3)) == 0
+    assert not sa.attention_system(f=name).free_symbols & set(S.KERNEL)
+
+
+def test_variant_builders_take_an_activation_and_the_diagonal():
+    from symattn.systems.variants import heads_system, residual_system
+
+    b = residual_system(f="relu").definitions[beta]                           # d + 1 = 2 for ReLU
+    assert sp.simplify(b - (sp.sqrt(c) * (S.lam - 1 + 4) / 2 - (sp.pi - 2) / (4 * sp.pi) * S.e3)) == 0
+    assert not heads_system(f="tanh").free_symbols & set(S.KERNEL)
+    assert sa.attention_system(f="relu", diagonal="zero").constants[S.d] == 0
+    with pytest.raises(sa.ParameterError, match="diagonal"):
+        sa.attention_system(f="he3")                                        # superlinear: d = oo
+    assert sa.attention_system(f="he3", diagonal="zero").constants[S.s2] == 6

@@ -387,6 +387,54 @@ class Activation:
             out.append(self._exact_cache[k])
         return out
 
+    def exact_constants(self, timeout: float = EXACT_COEFFICIENTS_SECONDS) -> dict:
+        r"""a0 = E f(ξ), a1 = E[ξ f(ξ)], ν = E f(ξ)² − a0², s² = ν − a1² and d = lim f_c(√p)/√p as exact
+        SymPy numbers, each None where no closed form is found (docs/theory.md §1.2, §1.3).
+
+        a1 is :meth:`exact_coefficients` (k = 1); a0 and E f² are the closed-form Gaussian integrals of f
+        and f² piece by piece between the kinks (:func:`symattn.activations.hermite.exact_gaussian_expectation`);
+        d is the SymPy limit of the diagonal (``oo`` for a superlinear f).
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds for ``sympy.integrate`` in :meth:`exact_coefficients`.
+
+        Returns
+        -------
+        dict
+            ``{'a0', 'a1', 'nu', 's2', 'd'}``: SymPy numbers or None (all None for a callable).
+
+        Examples
+        --------
+        >>> k = activation("relu").exact_constants()      # a1 = 1/2, ν = 1/2 − 1/(2π), d = 1
+        >>> k["a1"], sp.simplify(k["nu"] - (sp.Rational(1, 2) - 1 / (2 * sp.pi))), k["d"]
+        (1/2, 0, 1)
+        >>> activation("tanh").exact_constants()["a1"] is None       # no closed form: E tanh'(ξ)
+        True
+        """
+        from .catalog import X
+        from .hermite import exact_gaussian_expectation
+
+        out = dict.fromkeys(("a0", "a1", "nu", "s2", "d"))
+        if self.expr is None or self._exact_kinks is None:
+            return out
+        out["a1"] = self.exact_coefficients(kmax=1, timeout=timeout)[1]
+        parts = pieces(self.expr, self._exact_kinks)
+
+        def expectation(power):
+            vals = [exact_gaussian_expectation(piece**power, X, lo, hi) for lo, hi, piece in parts]
+            return None if any(v is None for v in vals) else sp.Add(*vals)
+
+        a0, f2 = expectation(1), expectation(2)
+        out["a0"] = None if a0 is None else sp.simplify(a0)
+        if a0 is not None and f2 is not None:
+            out["nu"] = sp.simplify(f2 - a0**2)
+            if out["a1"] is not None:
+                out["s2"] = sp.simplify(out["nu"] - out["a1"] ** 2)
+        out["d"] = self._d_info[1]
+        return out
+
     # ------------------------------------------------------------------ numeric evaluation
     @cached_property
     def _np_raw(self):

@@ -1284,3 +1284,81 @@ def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=No
         out["precision"][todo] = precision_estimate(ctx, sol, gram, rank, E)
         out["iterations"] += sol.iterations
     return out
+
+
+def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
+    r"""The traces, their γ-derivatives and the Gram quantities at a solved bulk point (docs/theory.md §6.3–§6.5).
+
+    At the bulk solution ``e`` (P, 3) of :func:`symattn.theory.solve` (its ``bulk``): the nine traces
+    T_j = ∫ λ^j {q, k, r} dμ_S, their γ-derivatives Ṫ_j, the centred traces U = (T_KQK^(1) − 1,
+    T_KQK^(2) − 1/c, T_KQK^(3) − (1 + 1/c)/c) in closed form (:func:`closed_traces`, in mpmath with
+    :data:`GUARD_DIGITS` more digits, as the solver), by quadrature (:func:`symattn.backends.solver.regular_traces`
+    on the quadrature solver's solution) where a root of Δ meets the support; then the Gram matrix Γ, its
+    γ-derivative Γ̇ (both written in U) and the coupling Ĉ of the Woodbury step (§6.4, §6.5), from which the
+    solver's F = (Γv)_0, F' = vᵀΓ̇v, v = (I + ĈΓ)^{-1}e_0.
+
+    Returns a dict of arrays in ``ctx``'s numbers: ``T`` (P, 9), ``U`` (P, 3), ``T_dot`` (P, 9), ``Gamma``,
+    ``Gamma_dot``, ``C_hat`` (P, N, N) with N = 6 + 4r; rows of points whose ``e`` is not finite are NaN.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> out = attention_closed(ctx, 0.5, 1.0, 0.6, 0.03, 0.0, np.eye(3), 1)
+    >>> q = solution_quantities(ctx, 0.5, 1.0, 0.6, 0.03, 0.0, out["e"], np.eye(3), 1)
+    >>> bool(abs(q["T"][0, 3] * np.sqrt(0.5) - out["e"][0, 2]) < 1e-14)      # e3 = √c T_QK^(1)
+    True
+    >>> q["Gamma"].shape
+    (1, 10, 10)
+    """
+    from .closed_reduced import snap_a1
+    from .kernels import KERNELS
+    from .solver import _points, _woodbury_matrices, kernel_coefficients, regular_traces, solve_bulk
+
+    P, (cv, gv, av, sv, dvv) = _points(ctx, c, gamma, a1v, s2v, dv)
+    dtype = object if ctx.name == "mpmath" else float
+    e = np.asarray(e, dtype=dtype).reshape(P, 3)
+    N = 6 + 4 * rank
+    out = {"T": np.full((P, 9), np.nan, dtype=dtype), "U": np.full((P, 3), np.nan, dtype=dtype),
+           "T_dot": np.full((P, 9), np.nan, dtype=dtype)}
+    finite = np.all(np.isfinite(np.asarray(ctx.to_float(e), dtype=float)), axis=1)
+    work = ctx
+    if ctx.name == "mpmath":
+        from .context import MPContext
+
+        work = MPContext(ctx.dps + GUARD_DIGITS)
+    todo = np.zeros(P, dtype=bool)
+    with work:
+        p = _Points(work, cv, gv, av, sv, dvv)
+        ew = work.convert(e)
+        a1f = snap_a1(work, p, np.asarray(work.to_float(p.a1), dtype=float), float(ctx.tol))
+        for linear in (False, True):
+            idx = np.nonzero(((a1f == 0) == linear) & finite)[0]
+            if not idx.size:
+                continue
+            with np.errstate(all="ignore"):
+                T, U, T_dot, _, ok = closed_traces(work, p, ew[idx], idx, linear, extended=True)
+            for key, v in (("T", T), ("U", U), ("T_dot", T_dot)):
+                out[key][idx[ok]] = v[ok]
+            todo[idx[~ok]] = True
+    if ctx.name == "mpmath":   # back to the result's digits
+        with ctx:
+            rnd = np.frompyfunc(lambda v: +v, 1, 1)
+            out = {k: np.asarray(rnd(v), dtype=object) for k, v in out.items()}
+    if todo.any():   # a root of Δ on the support: the quadrature solver's solution (docs/theory.md §5.8)
+        idx = np.nonzero(todo)[0]
+        with ctx:
+            sol = solve_bulk(ctx, cv[idx], gv[idx], av[idx], sv[idx], dvv[idx])
+            T, U, T_dot = regular_traces(ctx, sol)
+        out["T"][idx], out["U"][idx], out["T_dot"][idx] = T, U, T_dot
+    with ctx:
+        g = ctx.convert(np.asarray(gram))
+        g = np.broadcast_to(g, (P,) + np.shape(g)[-2:])
+        A = kernel_coefficients(ctx, av, g, rank)
+        Tc = np.concatenate([out["T"][:, :6], out["U"]], axis=1)
+        Gam, Gdot, Ch = _woodbury_matrices(KERNELS[ctx.lambdify_modules], Tc, out["T_dot"], A, g, rank,
+                                           ctx.sqrt(cv), P, dtype)
+    out.update(Gamma=Gam, Gamma_dot=Gdot, C_hat=Ch)
+    assert Gam.shape[-1] == N
+    return out

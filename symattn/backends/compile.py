@@ -14,26 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-from sympy.printing.numpy import NumPyPrinter
-from sympy.printing.precedence import PRECEDENCE
 
+from ..systems.printing import ProductPowerPrinter
 from ..systems.symbols import c, rc
 
 
-class _ProductPowerPrinter(NumPyPrinter):
-    """NumPy printer writing small integer powers as products (x**3 -> x*x*x, x**-2 -> 1/(x*x)).
-
-    numpy's ``power`` with a float exponent is many times slower than multiplication; the
-    same source also stays exact for mpmath object arrays.
-    """
-
-    def _print_Pow(self, expr, rational=False):
-        base, exp = expr.as_base_exp()
-        if exp.is_Integer and 1 <= abs(int(exp)) <= 6:
-            b = self.parenthesize(base, PRECEDENCE["Mul"] + 1)
-            prod = "*".join([b] * abs(int(exp)))
-            return f"({prod})" if exp > 0 else f"(1/({prod}))"
-        return super()._print_Pow(expr, rational=rational)
+#: the library's NumPy printer (x**3 -> x*x*x), from :mod:`symattn.systems.printing`
+_ProductPowerPrinter = ProductPowerPrinter
 
 
 def _lambdify(args, exprs, modules, cse=False):

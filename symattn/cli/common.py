@@ -339,7 +339,7 @@ VARIANT_DEFAULTS = {"residual": False, "heads": None, "readout": "concat", "kern
 
 def add_variant_args(parser: argparse.ArgumentParser) -> None:
     """The layer's variant (docs/theory.md §13): ``--residual``, ``--heads``, ``--readout``, ``--kernel``,
-    ``--temperature``; read back by :func:`variant_from_args`."""
+    ``--temperature``; read back by :func:`symattn.cli.general_w.layer_from_args`."""
     g = parser.add_argument_group("layer variant (docs/theory.md §13)")
     g.add_argument("--residual", action="store_true",
                    help="the residual connection Phi = X(I + K) (one head, or several with --readout sum)")
@@ -355,6 +355,19 @@ def add_variant_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=number, default=None, metavar="TAU",
                    help="softmax temperature tau > 0 (default 1); with solve, inside the regime of "
                         "docs/theory.md §13.3 only (small tau needs large n)")
+
+
+def add_weights_args(parser: argparse.ArgumentParser) -> None:
+    """``--weights`` (one exact p×p W) and ``--mu`` (its signal), read back by
+    :func:`symattn.cli.general_w.layer_from_args` and :func:`symattn.cli.general_w.signal_from_args`."""
+    parser.add_argument("--weights", default=None, metavar="FILE.npy|minilm:LAYER[:HEAD]",
+                        help="the kernel f(X^T W X/sqrt p)/sqrt p of this exact p x p W: a .npy file, or "
+                             "all-MiniLM-L6-v2's W_K^T W_Q of a layer (0-5) or one head (0-11), unit-scaled; "
+                             "n = round(p/c); only --snr of the geometry flags (with --mu)")
+    parser.add_argument("--mu", default=None, metavar="zero|top|random:SEED|FILE.npy",
+                        help="with --weights or --heads: mu = 0 (default), sqrt(snr) x the top eigenvector of "
+                             "(W+W^T)/2 (top; --snr, default 1), sqrt(snr) x a random unit vector (random:SEED), "
+                             "or a length-p vector from a .npy file")
 
 
 def variant_parameters(args) -> dict:

@@ -12,145 +12,55 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["load_weights", "load_mu", "weights_data", "run_weights"]
+__all__ = ["layer_from_args", "signal_from_args", "weights_data", "run_weights"]
 
 
-def _read_npy(flag: str, spec: str, what: str) -> np.ndarray:
-    """The array in the .npy file ``spec`` of ``--flag`` (no pickles); a ParameterError saying what it must hold."""
-    try:
-        return np.load(spec, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ParameterError(flag, spec, f"a readable .npy file holding {what} ({exc})") from None
-
-
-def load_weights(spec: str) -> tuple:
-    """The matrix named by ``--weights`` and a description: ``FILE.npy`` or ``minilm:LAYER[:HEAD]``.
-
-    Parameters
-    ----------
-    spec : str
-
-    Returns
-    -------
-    (numpy.ndarray, str)
-
-    Examples
-    --------
-    >>> load_weights("minilm:9")
-    Traceback (most recent call last):
-    ...
-    symattn.errors.ParameterError: invalid layer=9: allowed an integer 0 <= layer <= 5
-    """
-    from ..model import check_weights
-
-    if not isinstance(spec, str) or not spec:
-        raise ParameterError("weights", spec, "FILE.npy or minilm:LAYER[:HEAD]")
+def _describe(spec: str, key: str) -> str:
     if spec.startswith("minilm:"):
-        from .. import realweights as rw
-
         parts = spec.split(":")[1:]
-        if len(parts) not in (1, 2) or not all(x.strip().isdigit() for x in parts):
-            raise ParameterError("weights", spec, "minilm:LAYER or minilm:LAYER:HEAD with integers LAYER, HEAD")
-        layer = int(parts[0])
-        head = int(parts[1]) if len(parts) == 2 else None
-        if not 0 <= layer < rw.MINILM_LAYERS:
-            raise ParameterError("layer", layer, f"an integer 0 <= layer <= {rw.MINILM_LAYERS - 1}")
-        W = rw.layer_weight(rw.load_minilm(), layer, head=head)
-        return W, f"MiniLM layer {layer}" + ("" if head is None else f" head {head}") + " (unit scale)"
-    if not spec.endswith(".npy"):
-        raise ParameterError("weights", spec, "a .npy file or minilm:LAYER[:HEAD]")
-    return check_weights(_read_npy("weights", spec, "a p×p array")), spec
+        if key == "heads" and len(parts) == 1:
+            return f"MiniLM layer {parts[0]}, all heads (each unit-scaled)"
+        return f"MiniLM layer {parts[0]}" + ("" if len(parts) == 1 else f" head {parts[1]}") + " (unit scale)"
+    return spec
 
 
-def load_heads(spec: str) -> tuple:
-    """The heads named by ``--heads`` and a description: ``minilm:LAYER`` (the layer's 12 heads
-    W_K^{hᵀ}W_Q^h, each unit-scaled, ‖W_h‖_F²/p = 1) or ``FILE.npy`` (an H×p×p array).
-
-    Parameters
-    ----------
-    spec : str
-
-    Returns
-    -------
-    (list of numpy.ndarray, str)
+def layer_from_args(args):
+    """The :class:`symattn.Layer` of the layer flags, the same for ``solve`` and ``simulate``:
+    ``--activation``, ``--weights``, ``--heads``, ``--readout``, ``--residual``, ``--kernel``,
+    ``--temperature`` and ``--diagonal`` (the sweep spec has the same keys).
 
     Examples
     --------
-    >>> load_heads("minilm:2:3")
-    Traceback (most recent call last):
-    ...
-    symattn.errors.ParameterError: invalid heads='minilm:2:3': allowed minilm:LAYER (all 12 heads of a layer) or FILE.npy
+    >>> import argparse
+    >>> a = argparse.Namespace(activation="tanh", weights=None, heads=None, readout="concat", residual=True,
+    ...                        kernel="entrywise", temperature=None, diagonal="f")
+    >>> layer_from_args(a).engine()
+    'residual'
     """
-    from ..model import check_weights
+    from ..layer import Layer
 
-    if not isinstance(spec, str) or not spec:
-        raise ParameterError("heads", spec, "minilm:LAYER or FILE.npy")
-    if spec.startswith("minilm:"):
-        from .. import realweights as rw
-
-        layer = spec.split(":", 1)[1]
-        if not layer.strip().isdigit():
-            raise ParameterError("heads", spec, "minilm:LAYER (all 12 heads of a layer) or FILE.npy")
-        if not 0 <= int(layer) < rw.MINILM_LAYERS:
-            raise ParameterError("layer", int(layer), f"an integer 0 <= layer <= {rw.MINILM_LAYERS - 1}")
-        w = rw.load_minilm()
-        heads = w.query[int(layer)].shape[0] // rw.MINILM_HEAD_DIM
-        return ([rw.layer_weight(w, int(layer), head=h) for h in range(heads)],
-                f"MiniLM layer {layer}, {heads} heads (each unit-scaled)")
-    if not spec.endswith(".npy"):
-        raise ParameterError("heads", spec, "minilm:LAYER or a .npy file holding an H x p x p array")
-    A = _read_npy("heads", spec, "an H x p x p array")
-    if A.ndim != 3 or A.shape[0] < 1:
-        raise ParameterError("heads", spec, f"an H x p x p array (this file holds shape {A.shape})")
-    return [check_weights(W) for W in A], f"{spec} ({A.shape[0]} heads)"
+    return Layer(args.activation, weights=getattr(args, "weights", None), heads=args.heads, readout=args.readout,
+                 residual=args.residual, kernel=args.kernel, temperature=args.temperature, diagonal=args.diagonal)
 
 
-def variant_from_args(args) -> dict:
-    """The keyword arguments of the variant flags for :func:`symattn.simulate` and
-    :func:`symattn.memorization_error` (empty for the plain layer)."""
-    from .common import variant_parameters
+def signal_from_args(args, layer) -> tuple:
+    """The signal of the flags for ``layer``: ``(mu, geometry, text)``. With weights or heads, μ of
+    ``--mu zero|top|random:SEED|FILE.npy`` scaled by ``--snr`` (:meth:`symattn.Layer.signal`) and no
+    geometry flag but ``--snr``; otherwise the geometry of the geometry flags and no ``--mu``."""
+    from .common import geometry_from_args, geometry_line
 
-    out = variant_parameters(args)
-    if "heads" in out:
-        out["heads"] = load_heads(out["heads"])[0]
-    return out
-
-
-def load_mu(spec, W, snr=None) -> tuple:
-    """μ named by ``--mu``: 'zero', 'top' (√snr·top eigenvector of (W + Wᵀ)/2, snr default 1) or FILE.npy.
-
-    Parameters
-    ----------
-    spec : str or None
-    W : numpy.ndarray
-    snr : float or None
-
-    Returns
-    -------
-    (numpy.ndarray or None, str)
-
-    Examples
-    --------
-    >>> mu, text = load_mu("top", np.diag([3.0, 1.0]), snr=4.0)
-    >>> mu.tolist(), text
-    ([2.0, 0.0], 'top eigenvector of (W+W^T)/2, ||mu||^2 = 4')
-    """
-    from ..model import check_mu
-    from ..realweights import signal_direction
-
-    if spec in (None, "zero"):
-        if snr is not None and snr != 0:
-            raise ParameterError("snr", snr, "0 or unset with --mu zero (--snr scales --mu top)")
-        return None, "0"
-    if spec == "top":
-        s = 1.0 if snr is None else float(snr)
-        return signal_direction(W, s), f"top eigenvector of (W+W^T)/2, ||mu||^2 = {s:g}"
-    if isinstance(spec, str) and spec.endswith(".npy"):
-        if snr is not None:
-            raise ParameterError("snr", snr, "unset with --mu FILE.npy (the file gives mu exactly)")
-        mu = check_mu(_read_npy("mu", spec, "a vector"), W.shape[0])
-        return mu, f"{spec} (||mu||^2 = {float(mu @ mu):g})"
-    raise ParameterError("mu", spec, "zero, top or FILE.npy")
+    if layer.p is not None:
+        refuse_geometry_flags(args, "--weights or --heads")
+        spec = getattr(args, "mu", None) or "zero"
+        mu = layer.signal(spec, args.snr)
+        if mu is None:
+            return None, None, "mu = 0"
+        how = {"top": "top eigenvector of (W+W^T)/2"}.get(spec, spec)
+        return mu, None, f"mu = {how}, ||mu||^2 = {float(mu @ mu):g}"
+    if getattr(args, "mu", None) is not None:
+        raise ParameterError("mu", args.mu, "unset without --weights or --heads (use --snr and the geometry flags)")
+    geometry = geometry_from_args(args)
+    return None, geometry, geometry_line(geometry)
 
 
 def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str = "f", n=None,
@@ -188,7 +98,7 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     from ..backends.general_w import general_w_constants
     from ..backends.general_w_entry import kernel_structure
     from ..model import check_c, check_gamma, check_mu, check_weights, weight_rank
-    from ..theory import memorization_error
+    from ..layer import memorization_error
 
     W = check_weights(W)
     mu = check_mu(mu, W.shape[0])
@@ -229,8 +139,9 @@ def refuse_geometry_flags(args, where: str) -> None:
                              f"unset with {where} (give mu with --mu and --snr)")
 
 
-def run_weights(args) -> int:
-    """``symattn solve --weights ...``: the table or JSON of the general-W theory."""
+def run_weights(args, layer) -> int:
+    """``symattn solve --weights ...``: the table or JSON of the general-W theory of ``layer``
+    (:func:`layer_from_args`)."""
     from .common import EXIT_OK, fmt, format_table, print_json, with_provenance
 
     refuse_geometry_flags(args, "--weights")
@@ -238,10 +149,11 @@ def run_weights(args) -> int:
         raise ParameterError("finite-p", True, "unset with --weights (the general-W theory keeps W exactly)")
     if args.backend != "numpy":
         raise ParameterError("backend", args.backend, "numpy with --weights")
-    W, wtext = load_weights(args.weights)
-    mu, mtext = load_mu(args.mu, W, args.snr)
-    data = weights_data(args.activation, list(args.c), args.gamma, W, mu, args.model, args.diagonal, args.n,
-                        getattr(args, "structure", "auto"))
+    wtext = _describe(args.weights, "weights")
+    mu, _, mtext = signal_from_args(args, layer)
+    mtext = mtext.removeprefix("mu = ")
+    data = weights_data(layer.activation, list(args.c), args.gamma, layer.weights, mu, args.model, args.diagonal,
+                        args.n, getattr(args, "structure", "auto"))
     if args.json:
         params = {"command": "solve", "activation": args.activation, "c": list(args.c), "gamma": list(args.gamma),
                   "weights": args.weights, "mu": args.mu or "zero", "snr": args.snr, "model": args.model,

@@ -7,8 +7,9 @@ import warnings
 from ..formatting import finite_or_none
 from ..model import N_MAX, STRONG_SIGNAL_T
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_dps_arg, add_gamma_arg,
-                     add_geometry_args, add_variant_args, finish_command, fmt, format_table, geometry_from_args,
-                     geometry_line, integer, number, print_json, variant_parameters, with_provenance)
+                     add_geometry_args, add_variant_args, add_weights_args, finish_command, fmt, format_table,
+                     geometry_from_args, geometry_line, integer, number, print_json, variant_parameters,
+                     with_provenance)
 
 HELP = "deterministic-equivalent memorization errors E_attention, E_linear"
 DESCRIPTION = """
@@ -82,13 +83,7 @@ def add_parser(subparsers):
                    help="finite-p corrected attention theory (needs --n; matters when |t| > 0.15; "
                         "not with --model linear)")
     add_diagonal_arg(p)
-    p.add_argument("--weights", default=None, metavar="FILE.npy|minilm:LAYER[:HEAD]",
-                   help="the general-W theory (docs/theory.md §12) for this exact p x p W: a .npy file, or "
-                        "all-MiniLM-L6-v2's W_K^T W_Q of a layer (0-5) or one head (0-11), unit-scaled; "
-                        "n = round(p/c); only --snr of the geometry flags (with --mu top)")
-    p.add_argument("--mu", default=None, metavar="zero|top|FILE.npy",
-                   help="with --weights: mu = 0 (default), sqrt(snr) x the top eigenvector of (W+W^T)/2 "
-                        "(top; --snr, default 1), or a length-p vector from a .npy file")
+    add_weights_args(p)
     p.add_argument("--structure", default="auto", choices=("auto", "blocks", "free"),
                    help="with --weights: the model of the kernel's nonlinear part: free elliptic noise "
                         "(docs/theory.md §12.1), structured Hermite blocks of a low-rank W (§12.8: a single "
@@ -109,7 +104,7 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
     from ..theory import solve
 
     from ..errors import ConvergenceError
-    from ..theory import memorization_error
+    from ..layer import memorization_error
 
     gamma = np.asarray(gamma, dtype=float).reshape(-1)
     zero = gamma == 0
@@ -265,15 +260,15 @@ def _failure_message(failed: list, total: int) -> str:
 def run(args) -> int:
     from ..errors import ConvergenceError, FiniteSizeWarning, ParameterError
 
-    from .general_w import variant_from_args
+    from .general_w import layer_from_args
 
-    variant = variant_from_args(args)
-    if variant:
-        return _run_variant(args, variant)
-    if getattr(args, "weights", None) is not None:
+    layer = layer_from_args(args)
+    if variant_parameters(args):
+        return _run_variant(args, layer)
+    if layer.weights is not None:
         from .general_w import run_weights
 
-        return run_weights(args)
+        return run_weights(args, layer)
     if getattr(args, "mu", None) is not None:
         raise ParameterError("mu", args.mu, "unset without --weights (use --snr and the geometry flags)")
     if getattr(args, "structure", "auto") != "auto":
@@ -337,23 +332,24 @@ def _print_table(args, data, geometry, several: bool) -> None:
     print(format_table(["c", "gamma"] + extra + keys, rows, align="r" * (2 + len(extra) + len(keys))))
 
 
-def _run_variant(args, variant: dict) -> int:
+def _run_variant(args, layer) -> int:
     """``symattn solve`` with the variant flags: E_attention of the variant layer
-    (:func:`symattn.memorization_error`, docs/theory.md §13) and E_linear, per c, as a table or JSON."""
+    (:meth:`symattn.Layer.theory`, docs/theory.md §13) and E_linear, per c, as a table or JSON."""
     import numpy as np
 
     from ..errors import ParameterError
-    from ..theory import memorization_error
 
-    from .general_w import load_mu, load_weights, refuse_geometry_flags
+    from .general_w import signal_from_args
 
+    variant = variant_parameters(args)
     if args.finite_p:
         raise ParameterError("finite_p", True, "unset with the variant flags (no finite-p theory of the variants)")
     if args.structure != "auto":
         raise ParameterError("structure", args.structure, "auto with the variant flags")
-    kw = dict(backend=args.backend, dps=args.dps, n=args.n, diagonal=args.diagonal)
-    square = args.weights is not None or "heads" in variant   # the signal is mu (--mu), the size p is W's
+    square = layer.p is not None   # the signal is mu (--mu), the size p is W's
     if square:
+        from .general_w import refuse_geometry_flags
+
         refuse_geometry_flags(args, "--weights or --heads")
         if args.n is not None:
             raise ParameterError("n", args.n, "unset with --weights or --heads (n = round(p/c), p the size of W)")
@@ -361,32 +357,27 @@ def _run_variant(args, variant: dict) -> int:
             raise ParameterError("snr", args.snr, "unset with --weights or --heads unless --mu top is given")
         if args.backend != "numpy":
             raise ParameterError("backend", args.backend, "numpy with --weights or --heads")
-    elif args.mu is not None:
-        raise ParameterError("mu", args.mu, "unset without --weights or --heads (use --snr and the geometry flags)")
-    if args.weights is not None:
-        if set(variant) != {"residual"}:
-            raise ParameterError("weights", args.weights, "unset with --heads, --readout, --kernel or --temperature "
-                                 "(give several heads as --heads)")
-        W = load_weights(args.weights)[0]
-        kw.update(weights=W, mu=load_mu(args.mu, W, args.snr)[0] if args.mu is not None else None)
-    elif "heads" in variant and args.mu is not None:
-        kw["mu"] = load_mu(args.mu, variant["heads"][0], args.snr)[0]
+    if layer.weights is not None and set(variant) != {"residual"}:
+        raise ParameterError("weights", args.weights, "unset with --heads, --readout, --kernel or --temperature "
+                             "(give several heads as --heads)")
+    mu, geometry_used, _ = signal_from_args(args, layer)
+    kw = dict(backend=args.backend, dps=args.dps, n=args.n)
+    kw.update(mu=mu) if square else kw.update(geometry=geometry_used)
     geometry = geometry_from_args(args)
-    if not square:
-        kw["geometry"] = geometry
-    f = None if variant.get("kernel") == "softmax" else args.activation
     out = {"c": list(args.c), "gamma": list(args.gamma)}
+    from ..layer import Layer
     from ..model import Geometry
 
-    mu = kw.get("mu")
     # E_linear: ridge on X, which sees the signal only through ||mu||^2
-    linear_kw = dict(backend=args.backend, dps=args.dps, diagonal=args.diagonal,
+    plain = Layer(args.activation, diagonal=args.diagonal)
+    linear_kw = dict(backend=args.backend, dps=args.dps,
                      geometry=kw["geometry"] if not square else
                      Geometry(snr=float(np.dot(mu, mu))) if mu is not None else None)
     for m in ("attention", "linear"):
         if args.model in (m, "both"):
-            rows = [np.asarray(memorization_error(f, ci, args.gamma, model=m, **(kw | variant) if m == "attention"
-                                                  else linear_kw), dtype=float).tolist() for ci in args.c]
+            rows = [np.asarray((layer.theory(ci, args.gamma, model=m, **kw) if m == "attention" else
+                                plain.theory(ci, args.gamma, model=m, **linear_kw)).E, dtype=float).tolist()
+                    for ci in args.c]
             out[f"E_{m}"] = rows if len(args.c) > 1 else rows[0]
     shown = {**variant_parameters(args), **({"weights": args.weights} if args.weights is not None else {})}
     params = {**_parameters(args, geometry), "weights": args.weights, "mu": args.mu,

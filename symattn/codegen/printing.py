@@ -5,7 +5,7 @@ Each kernel of :func:`symattn.backends.kernels.kernel_definition` becomes a
 :class:`~sympy.codegen.ast.Assignment`, the outputs after common-subexpression elimination
 (:meth:`sympy.codegen.ast.CodeBlock.cse`), and a :class:`~sympy.codegen.ast.Return` of the list of
 outputs. It is printed by :class:`KernelPrinter`, the NumPy printer of the library's
-``lambdify`` (:class:`symattn.backends.compile._ProductPowerPrinter`: x**3 -> x*x*x) with ``np.``
+``lambdify`` (:class:`symattn.systems.printing.ProductPowerPrinter`: x**3 -> x*x*x) with ``np.``
 prefixes and floats written with 17 significant digits. The constants of the activation
 (a1, s², d) are folded in first, as SymPy Floats at ``dps`` digits, so constant sub-expressions
 are folded at that precision and only then rounded to float64.
@@ -18,20 +18,16 @@ wrapped like the library's: :class:`~symattn.backends.compile.ArrayFunction` (br
 
 from __future__ import annotations
 
-import keyword
 import re
 
 import sympy as sp
 from sympy.codegen.ast import Assignment, CodeBlock, Comment, FunctionDefinition, Return, Variable, none
-from sympy.printing.numpy import NumPyPrinter
 
-from ..backends.compile import _ProductPowerPrinter, rationalise
+from ..backends.compile import rationalise
 from ..backends.kernels import kernel_definition
+# the printers live with the systems (pure SymPy), so that every layer that prints code can use them
+from ..systems.printing import NAMES, KernelPrinter, MPKernelPrinter, identifier
 from ..systems.symbols import c, rc
-
-#: readable Python names of symbols whose SymPy names are not identifiers (others are sanitised)
-NAMES = {"lambda": "lam", "sqrt_c": "rc", "m_2": "snr", "s^2": "s2", "a_1": "a1", "e_1": "e1", "e_2": "e2",
-         "e_3": "e3"}
 
 #: what each kernel computes (the comment above its printed function)
 DESCRIPTIONS = {
@@ -54,49 +50,6 @@ DESCRIPTIONS = {
 }
 
 
-class KernelPrinter(_ProductPowerPrinter):
-    """The library's NumPy printer with ``np.`` prefixes and floats as ``repr(float)``."""
-
-    def __init__(self):
-        super().__init__({"fully_qualified_modules": True, "inline": True, "allow_unknown_functions": False})
-
-    def _module_format(self, fqn, register=True):
-        if fqn.startswith("numpy."):
-            return "np." + fqn[len("numpy."):]
-        return NumPyPrinter._module_format(self, fqn, register)
-
-    def _print_Float(self, expr):
-        return repr(float(expr))
-
-    def _print_Infinity(self, expr):
-        return "np.inf"
-
-    def _print_NegativeInfinity(self, expr):
-        return "-np.inf"
-
-    def _print_Assignment(self, expr):
-        # NumPyPrinter inherits ArrayPrinter._print_Assignment (for array expressions), which
-        # drops the denominators of ordinary quotients: print ``lhs = rhs`` plainly
-        return f"{self._print(expr.lhs)} = {self._print(expr.rhs)}"
-
-    def _print_Comment(self, expr):
-        return f"# {expr.text}"
-
-
-def identifier(name: str) -> str:
-    """A Python identifier for a SymPy symbol name ('T_{QK}^{(1)}' -> 'T_QK1', 'lambda' -> 'lam').
-
-    Examples
-    --------
-    >>> identifier("T_{QK}^{(1)}"), identifier("lambda"), identifier("G_{0,2}")
-    ('T_QK1', 'lam', 'G_02')
-    """
-    out = NAMES.get(name) or re.sub(r"[^0-9A-Za-z_]+", "", name)
-    if not out.isidentifier() or keyword.iskeyword(out):
-        out = "_" + out
-    return out
-
-
 def function_name(key: str) -> str:
     """The name of the printed kernel ``key`` ('bulk-newton' -> '_kernel_bulk_newton')."""
     return "_kernel_" + key.replace("-", "_")
@@ -110,39 +63,6 @@ def _renaming(symbols):
             raise AssertionError(f"symbol name {s.name!r} clashes after renaming to {new.name!r}")
         names[s] = new
     return names
-
-
-class MPKernelPrinter(KernelPrinter):
-    """The kernel printer for the mpmath variant: rationals as ``_mpq(p, q)`` (mpmath numbers at the
-    working precision, not float64 quotients), √ as ``_msqrt`` (elementwise mpmath.sqrt)."""
-
-    def _print_Rational(self, expr):
-        return f"_mpq({expr.p}, {expr.q})"
-
-    def _print_Half(self, expr):
-        return "_mpq(1, 2)"
-
-    def _print_Float(self, expr):
-        return f"_mpq({str(expr)!r})"
-
-    def _print_Pow(self, expr, rational=False):
-        if expr.exp == sp.S.Half:
-            return f"_msqrt({self._print(expr.base)})"
-        if expr.exp == -sp.S.Half:
-            return f"(1/_msqrt({self._print(expr.base)}))"
-        return super()._print_Pow(expr, rational=rational)
-
-    #: numpy functions that act exactly on object arrays of mpmath numbers (comparisons, selection)
-    EXACT = frozenset({"numpy.select", "numpy.where", "numpy.greater", "numpy.greater_equal", "numpy.less",
-                       "numpy.less_equal", "numpy.equal", "numpy.not_equal", "numpy.logical_and",
-                       "numpy.logical_or", "numpy.logical_not", "numpy.nan", "numpy.inf"})
-
-    def _module_format(self, fqn, register=True):
-        if fqn == "numpy.sqrt":
-            return "_msqrt"
-        if fqn in self.EXACT:
-            return super()._module_format(fqn, register)
-        raise ValueError(f"the mpmath kernels cannot print {fqn}")
 
 
 def print_definition(name: str, args, intermediates, exprs, values: dict, comment: str, mp: bool = False) -> str:
@@ -211,4 +131,5 @@ def print_kernel(key: str, values: dict, mp: bool = False):
     return src, f"MatrixFunction(ArrayFunction({name}), {tuple(k.matrix.shape)!r}, {tuple(entries)!r})"
 
 
-__all__ = ["KernelPrinter", "MPKernelPrinter", "identifier", "function_name", "print_kernel", "print_definition"]
+__all__ = ["KernelPrinter", "MPKernelPrinter", "NAMES", "identifier", "function_name", "print_kernel",
+           "print_definition"]

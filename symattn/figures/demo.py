@@ -37,8 +37,7 @@ def run(out: str | Path | None = DEFAULT_OUT, echo: Callable[[str], object] | No
     from ..activations.activation import activation as make_activation
     from ..formatting import fmt, format_table
     from ..model import Geometry, dimension
-    from ..montecarlo import simulate
-    from ..theory import memorization_error
+    from ..layer import memorization_error, simulate
 
     say = echo if echo is not None else (lambda *_: None)
     t0 = time.perf_counter()

@@ -7,7 +7,7 @@ f(XᵀWX/√p)/√p with that W, and both sides describe that same system:
 - the theory is the general-W deterministic equivalent of docs/theory.md §12
   (``memorization_error(f, c, gamma, weights=W, mu=mu)``): W enters as a p×p matrix, nothing is
   fitted and nothing is folded into f;
-- the Monte Carlo is exact (``simulate(..., W=W, mu=mu)``, docs/theory.md §2).
+- the Monte Carlo is exact (``simulate(..., weights=W, mu=mu)``, docs/theory.md §2).
 
 Two signals per W: μ = 0, and μ = "top" = √snr·e with e the top eigenvector of (W + Wᵀ)/2
 (:func:`~symattn.realweights.signal_direction`, ‖μ‖² = snr). A thin grey line is the paper's
@@ -93,7 +93,7 @@ def general_w_theory(f, c, gamma, W, mu) -> np.ndarray:
     ((2,), True)
     """
     from ..errors import FailedPointsWarning
-    from ..theory import memorization_error
+    from ..layer import memorization_error
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FailedPointsWarning)  # NaN points are visible in the CSV (empty cells)

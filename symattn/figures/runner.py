@@ -255,9 +255,9 @@ class Runner:
 def simulate_job(job: Job, s: Settings, draws=None, seed=None):
     """:func:`symattn.simulate` of ``job`` with the run's seed, backend and device (``draws`` and
     ``seed`` override the job's draws and ``s.seed``: one draw of :func:`simulate_draw`)."""
-    from ..montecarlo import simulate
+    from ..layer import simulate
 
-    kw = dict(geometry=job.geometry) if job.W is None and job.mu is None else dict(W=job.W, mu=job.mu)
+    kw = dict(geometry=job.geometry) if job.W is None and job.mu is None else dict(weights=job.W, mu=job.mu)
     kw.update(job.variant or {})  # residual / heads / softmax (docs/theory.md §13)
     return simulate(job.f, n=job.n, c=job.c, gamma=job.gammas, draws=job.draws if draws is None else draws,
                     seed=s.seed if seed is None else seed, backend=s.backend, device=s.device,
@@ -458,7 +458,7 @@ def theory(f, c, gamma, geometry=None, n=None, diagonal="f", model="attention", 
     import warnings
 
     from ..errors import ConvergenceError
-    from ..theory import memorization_error
+    from ..layer import memorization_error
 
     try:
         with warnings.catch_warnings():  # strong signals are flagged in the CSV (t), not warned about

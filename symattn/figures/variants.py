@@ -70,7 +70,7 @@ def random_heads(H: int, p: int, seed: int = 0) -> list:
 def _variant_theory(f, c, gamma, n=None, **kw) -> np.ndarray:
     """:func:`symattn.memorization_error` of a variant as floats; NaN where the theory refuses or fails."""
     from ..errors import ConvergenceError, ParameterError
-    from ..theory import memorization_error
+    from ..layer import memorization_error
 
     g = np.atleast_1d(np.asarray(gamma, dtype=float))
     try:

@@ -18,6 +18,7 @@ threads, which the engine sets itself:
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import sys
 import time
@@ -28,7 +29,7 @@ import numpy as np
 from ..cluster import dask_client
 from ..errors import ParameterError
 from .spec import SweepSpec, load_spec
-from .store import THEORY, Writer, check_store, create_store, done_mask, open_store
+from .store import THEORY, Writer, check_store, create_store, done_mask, extend_store, old_index, open_store
 
 __all__ = ["sweep", "open_sweep", "run_task", "theory_arrays", "agreement"]
 
@@ -46,13 +47,13 @@ def task_threads(threads, n: int, backend: str):
 
 # ----------------------------------------------------------------------------- one task
 def run_task(task: dict, threads=None):
-    r"""Run one task (point, draw): draw k of ``simulate(..., seed=SeedSequence(entropy))``.
+    r"""Run one task (point, draw): draw k of ``Layer.simulate(..., seed=SeedSequence(entropy))``.
 
     Parameters
     ----------
     task : dict
-        ``index``, ``point`` (activation, c, n, geometry keys, diagonal), ``draw`` k, ``entropy``,
-        ``gamma``, ``aligned`` and ``backend`` (what :meth:`SweepSpec.tasks` gives, plus the last three).
+        ``index``, ``point`` (every swept key), ``draw`` k, ``entropy`` (what :meth:`SweepSpec.tasks`
+        gives), ``gamma``, ``aligned`` and ``backend``.
     threads : int or None
         BLAS/OpenMP threads (None: :func:`symattn.threads.auto_threads`).
 
@@ -70,41 +71,74 @@ def run_task(task: dict, threads=None):
     >>> idx, sorted(vals), 0 < float(vals["E_attention"][0]) < 1
     ((0,), ['E_attention', 'E_linear'], True)
     """
-    from ..model import Geometry
-    from ..montecarlo import draw_seed, simulate
+    from ..montecarlo import draw_seed
 
     t0 = time.perf_counter()
+    spec = SweepSpec(values={"aligned": bool(task.get("aligned"))}, dims=())
     pt = task["point"]
-    geo = Geometry.aligned(pt["snr"]) if task.get("aligned") else Geometry(
-        **{k: pt[k] for k in ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")})
+    layer = spec.layer(pt)
     seed = draw_seed(task["entropy"], task["draw"])
     backend = task.get("backend", "numpy")
-    with task_threads(threads, int(pt["n"]), backend):
-        res = simulate(pt["activation"], n=int(pt["n"]), c=float(pt["c"]), gamma=task["gamma"], geometry=geo,
-                       draws=1, seed=seed, backend=backend, diagonal=pt["diagonal"], progress=False)
+    n = spec.n_of(pt)
+    with task_threads(threads, n, backend):
+        res = layer.simulate(n, float(pt["c"]), task["gamma"], mu=spec.signal(pt), geometry=spec.geometry(pt),
+                             draws=1, seed=seed, backend=backend, progress=False)
     return (tuple(task["index"]), {"E_attention": res.attention[0], "E_linear": res.linear[0]},
             time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------------------- theory
-def theory_arrays(spec: SweepSpec) -> dict:
-    """The deterministic equivalents of every point: ``{"theory_attention", "theory_linear"}``.
+def theory_arrays(spec: SweepSpec, known=None) -> dict:
+    """The deterministic equivalents of every point, and what each point used.
 
-    :func:`symattn.solve` (model 'both', with the point's n for the finite-p diagonal d_n, errors
-    'nan'), shape ``spec.shape + (len(gamma),)``.
+    :meth:`symattn.Layer.theory` (model 'both', the point's n, errors 'nan', the spec's ``correction``),
+    shape ``spec.shape + (len(gamma),)``: ``theory_attention``, ``theory_linear``; per point (shape
+    ``spec.shape``): ``t`` (the finite-p signal strength of the paper's geometry, NaN for a layer with
+    weights), ``strong_signal`` (``|t| > 0.15`` with the asymptotic theory: it is biased there,
+    docs/theory.md §10.1; the :class:`~symattn.errors.FiniteSizeWarning` is issued once per message),
+    ``engine``, ``layer`` (the layer's :meth:`~symattn.Layer.to_dict` as JSON) and ``layer_digest``.
+
+    ``known``: ``{"index": function(point) -> old grid index or None, "gamma": old γ index per γ, "ds":
+    the old dataset}``; the theory of a point found there with every γ is copied, not solved again.
     """
-    from ..theory import solve
+    from ..errors import FiniteSizeWarning
+    from ..model import STRONG_SIGNAL_T, signal_strength
 
     G = len(spec.gamma)
     out = {name: np.full(spec.shape + (G,), np.nan) for name in THEORY}
+    out.update(t=np.full(spec.shape, np.nan), strong_signal=np.zeros(spec.shape, dtype=bool),
+               engine=np.full(spec.shape, "", dtype=object), layer=np.full(spec.shape, "", dtype=object),
+               layer_digest=np.full(spec.shape, "", dtype=object))
     gamma = np.asarray(spec.gamma, dtype=float)
+    correction = None if spec.values["correction"] == "none" else spec.values["correction"]
+    said = set()
     for idx, pt in spec.points():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # failed points are NaN; FiniteSizeWarning is the user's to judge
-            r = solve(pt["activation"], c=float(pt["c"]), gamma=gamma, geometry=spec.geometry(pt), model="both",
-                      n=int(pt["n"]), diagonal=pt["diagonal"], errors="nan")
-        out["theory_attention"][idx] = np.asarray(r.attention, dtype=float)
-        out["theory_linear"][idx] = np.asarray(r.linear, dtype=float)
+        layer = spec.layer(pt)
+        n = spec.n_of(pt)
+        old = None if known is None else known["index"](pt)
+        if old is not None and all(g is not None for g in known["gamma"]):
+            for name in THEORY:
+                out[name][idx] = np.asarray(known["ds"][name].values[old])[list(known["gamma"])]
+        else:
+            kw = dict(geometry=spec.geometry(pt)) if layer.p is None else dict(mu=spec.signal(pt))
+            if correction is not None:
+                kw["correction"] = correction
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                r = layer.theory(float(pt["c"]), gamma, n=n, model="both", errors="nan", **kw)
+            for w in caught:  # failed points are NaN; the finite-size warning is the user's to judge, once
+                if issubclass(w.category, FiniteSizeWarning) and str(w.message) not in said:
+                    said.add(str(w.message))
+                    warnings.warn(w.message, stacklevel=2)
+            out["theory_attention"][idx] = np.asarray(r.attention, dtype=float)
+            out["theory_linear"][idx] = np.asarray(r.linear, dtype=float)
+        if layer.p is None:
+            t = float(signal_strength(spec.geometry(pt), n, float(pt["c"])))
+            out["t"][idx] = t
+            out["strong_signal"][idx] = abs(t) > STRONG_SIGNAL_T and correction is None
+        out["engine"][idx] = layer.engine()
+        out["layer"][idx] = json.dumps(layer.to_dict(), sort_keys=True)
+        out["layer_digest"][idx] = layer.digest
     return out
 
 
@@ -167,7 +201,8 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     Each task is one exact Monte Carlo draw (:func:`symattn.simulate`, docs/theory.md §2) of
     E_A(γ) = γ² ŷᵀ(M+γ)^{-2}ŷ and E_LR(γ) for every γ of the spec; the deterministic
     equivalents (:func:`symattn.solve`) are stored with them. Tasks already in the store are
-    reused, never recomputed; a store made by a different spec is refused.
+    reused, never recomputed -- also when the spec extends the one that made the store (more draws,
+    supersets of swept lists: :meth:`SweepSpec.extension_of`); a store of any other spec is refused.
 
     Parameters
     ----------
@@ -190,8 +225,10 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     Returns
     -------
     dict
-        ``tasks``, ``computed``, ``reused``, ``store``, ``points`` (grid points × γ), ``grid_points``,
-        ``draws``, ``gamma``, ``engine``, ``workers``, ``seconds``, ``agreement``
+        ``tasks``, ``computed``, ``reused`` (tasks kept from the store), ``store``, ``points`` (grid
+        points × γ), ``grid_points``, ``draws``, ``gamma``, ``engine``, ``workers``, ``extended`` (the keys
+        in which the spec extended the stored one), ``strong_signal`` (grid points with |t| > 0.15 and
+        the asymptotic theory), ``seconds``, ``agreement``
         (:func:`agreement`) and ``provenance``.
 
     Examples
@@ -222,9 +259,19 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     prov = provenance(spec.canonical(), seed=int(spec.values["seed"]), backend=spec.values["backend"],
                       dtype="float64")
     t0 = time.perf_counter()
-    exists = check_store(store, spec)
+    status = check_store(store, spec)
     all_tasks = spec.tasks()
-    done = done_mask(store, spec) if exists else np.zeros(spec.shape + (spec.draws,), dtype=bool)
+    extended = []
+    if isinstance(status, dict):  # a store of a spec that this one extends: keep what it holds
+        from .spec import SweepSpec
+
+        extended = spec.extension_of(status)
+        old_spec = SweepSpec.from_dict(status)
+        index, g_idx = old_index(old_spec, spec)
+        known = {"index": index, "gamma": g_idx, "ds": open_store(store)}
+        extend_store(store, status, spec, theory_arrays(spec, known), provenance=prov)
+        status = "same"
+    done = done_mask(store, spec) if status == "same" else np.zeros(spec.shape + (spec.draws,), dtype=bool)
     extra = {"gamma": spec.gamma, "aligned": bool(spec.values["aligned"]), "backend": spec.values["backend"]}
     missing = [dict(t, **extra) for t in all_tasks if not done[t["index"]]]
     engine = "serial" if scheduler == "serial" else ("local-cluster" if scheduler is None else "scheduler")
@@ -232,7 +279,7 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     with contextlib.ExitStack() as stack:
         # a cluster first (a wrong address fails before any work), only when there is work to do
         client = stack.enter_context(dask_client(scheduler, workers)) if missing and engine != "serial" else None
-        if not exists:
+        if status is None:
             create_store(store, spec, theory_arrays(spec), provenance=prov)
         writer = Writer(store)
         with tqdm(total=len(missing), desc="sweep", unit="task", file=sys.stderr, leave=False,
@@ -246,7 +293,8 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     return {"tasks": len(all_tasks), "computed": len(missing), "reused": len(all_tasks) - len(missing),
             "store": str(store), "points": int(math.prod(spec.shape)) * len(spec.gamma),
             "grid_points": int(math.prod(spec.shape)), "draws": spec.draws, "gamma": spec.gamma,
-            "dims": list(spec.dims), "engine": engine, "workers": nworkers,
+            "dims": list(spec.dims), "engine": engine, "workers": nworkers, "extended": extended,
+            "strong_signal": int(np.sum(ds["strong_signal"].values)),
             "seconds": time.perf_counter() - t0, "agreement": agreement(ds), "provenance": prov}
 
 

@@ -11,17 +11,37 @@ r"""The sweep spec: a TOML file (or dict) of scalars and lists; every list spans
    draws = 6
    seed = 7
 
+A sweep of the real layer (any :class:`symattn.Layer` key may be a list):
+
+.. code-block:: toml
+
+   activation = "gelu"
+   weights = ["minilm:2", "minilm:2:0"]     # all heads of layer 2; its head 0
+   residual = [false, true]
+   mu = ["zero", "top"]                     # with weights or heads: zero | top | random:SEED | FILE.npy
+   snr = 2.0                                # ||mu||^2 of top / random
+   c = [1.0, 2.0]                           # n = round(p/c), p = 384 fixed by the weights
+   gamma = [0.01, 0.1, 1.0]
+   draws = 4
+
 Keys (every other key is refused, naming it):
 
 - swept (a scalar, or a non-empty list without repeats, which becomes a dimension of the
   result): ``activation`` (catalog name or SymPy string in x), ``c`` (0 < c <= 1e4), ``snr``,
   ``wk2``, ``wq2`` (>= 0), ``mu_wk``, ``mu_wq``, ``wk_wq`` (real; the Gram matrix must be PSD),
-  ``n`` (2 <= n <= 1e9);
+  ``n`` (2 <= n <= 1e9, or ``"auto"``: n = round(p/c) for a layer with weights or heads, the default
+  for such a spec), ``diagonal`` ('f' or 'zero', default 'f');
+  the layer (:class:`symattn.Layer`): ``weights`` ('none' (default), ``minilm:LAYER[:HEAD]`` or FILE.npy),
+  ``heads`` ('none', ``minilm:LAYER``, FILE.npy, or a list of head references -- so a *list of lists*
+  sweeps head sets), ``readout`` ('concat' or 'sum'), ``residual`` (bool), ``kernel`` ('entrywise' or
+  'softmax'), ``temperature`` (> 0); and ``mu`` ('zero', 'top', 'random:SEED' or FILE.npy: the signal of
+  a layer with weights or heads, scaled to ‖μ‖² = ``snr`` for top and random, :meth:`symattn.Layer.signal`);
 - ``gamma`` (0 < γ <= 1e12, scalar or list): always the last dimension; every γ of a point comes
   from the same eigendecomposition, so γ is *not* a task axis;
 - scalars only: ``aligned`` (bool, default false: w_K = w_Q = μ, geometry from ``snr`` alone),
-  ``draws`` (1..10⁶, default 4), ``seed`` (0 <= seed < 2⁶³, default 0), ``diagonal``
-  ('f' or 'zero', default 'f'), ``backend`` ('numpy' or 'torch', default 'numpy').
+  ``draws`` (1..10⁶, default 4), ``seed`` (0 <= seed < 2⁶³, default 0), ``backend`` ('numpy' or
+  'torch', default 'numpy'), ``correction`` ('none' or 'finite-p': the finite-p corrected theory of the
+  paper's model, docs/theory.md §10).
 
 A *task* is one (point, draw), a point being one value of every swept key except γ. Draw k of
 a point uses the generator ``default_rng(SeedSequence(entropy).spawn(k + 1)[k])`` with
@@ -30,8 +50,14 @@ a point uses the generator ``default_rng(SeedSequence(entropy).spawn(k + 1)[k])`
            h = \text{the first 16 bytes (little-endian) of } \mathrm{sha256}(\text{canonical JSON of the point}),
 
 so a task's numbers depend on the spec's seed and the point's parameters only -- never on the
-order of scheduling or on how many workers there are -- and draw k of a point is draw k of
-``simulate(..., draws=D, seed=SeedSequence(entropy))``.
+order of scheduling, on how many workers there are, on the other values of the grid or on the number
+of draws -- and draw k of a point is draw k of ``simulate(..., draws=D, seed=SeedSequence(entropy))``.
+(The layer keys and ``mu`` enter the point's identity only where they differ from their defaults, so
+the stores of specs without them keep their seeds.)
+
+*Extension*: a spec that differs from the one that made a store only by more draws, or by supersets of
+its swept lists (a former scalar becoming a list that holds it counts), reuses every stored task
+(:meth:`SweepSpec.extension_of`); any other difference is refused, naming the key.
 """
 
 from __future__ import annotations
@@ -46,22 +72,44 @@ from pathlib import Path
 
 from ..errors import ParameterError
 
-__all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS"]
+__all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS", "LAYER_SPEC_KEYS"]
 
-#: keys that may be lists (grid dimensions), in the order of the dimensions
-SWEPT_KEYS = ("activation", "c", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq", "n")
 #: the geometry entries (as in ``symattn solve``)
 GEOMETRY_KEYS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
+#: the layer's keys besides the activation (:class:`symattn.Layer`), and the signal vector ``mu``
+LAYER_SPEC_KEYS = ("weights", "heads", "readout", "residual", "kernel", "temperature")
+#: keys that may be lists (grid dimensions), in the order of the dimensions
+SWEPT_KEYS = ("activation", "c") + GEOMETRY_KEYS + ("n", "diagonal") + LAYER_SPEC_KEYS + ("mu",)
 #: keys that must be scalars
-SCALAR_KEYS = ("aligned", "draws", "seed", "diagonal", "backend")
+SCALAR_KEYS = ("aligned", "draws", "seed", "backend", "correction")
 DEFAULTS = {"activation": "tanh", "c": 0.5, "gamma": [0.1, 1.0], "snr": 0.0, "wk2": 0.0, "wq2": 0.0,
             "mu_wk": 0.0, "mu_wq": 0.0, "wk_wq": 0.0, "n": 200, "aligned": False, "draws": 4, "seed": 0,
-            "diagonal": "f", "backend": "numpy"}
+            "diagonal": "f", "backend": "numpy", "weights": "none", "heads": "none", "readout": "concat",
+            "residual": False, "kernel": "entrywise", "temperature": "none", "mu": "zero", "correction": "none"}
+#: keys of the first spec format: always in the canonical spec; the others only where they differ from DEFAULTS
+FORMAT1_KEYS = ("activation", "c", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq", "n", "gamma", "aligned", "draws",
+                "seed", "diagonal", "backend")
 ALL_KEYS = SWEPT_KEYS + ("gamma",) + SCALAR_KEYS
 DRAWS_MAX = 10**6
 SEED_MAX = 2**63 - 1
 #: spec format version stored with the results
 SPEC_VERSION = 1
+
+
+def label(value) -> str:
+    """The text of a swept value as a store coordinate: a head set (a list) joined by '+'.
+
+    Examples
+    --------
+    >>> label(["minilm:2:0", "minilm:2:1"]), label(0.5)
+    ('minilm:2:0+minilm:2:1', '0.5')
+    """
+    return "+".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _key(value) -> str:
+    """A hashable identity of a (possibly list-valued) spec value."""
+    return json.dumps(value, sort_keys=True)
 
 
 def _real(key, v, lo=None, hi=None, lo_open=False):
@@ -111,7 +159,7 @@ def _check_value(key, v):
     if key in ("mu_wk", "mu_wq", "wk_wq"):
         return _real(key, v, -1e6, 1e6)
     if key == "n":
-        return _int(key, v, 2, 10**9)
+        return v if v == "auto" else _int(key, v, 2, 10**9)
     if key == "draws":
         return _int(key, v, 1, DRAWS_MAX)
     if key == "seed":
@@ -127,6 +175,34 @@ def _check_value(key, v):
     if key == "backend":
         if v not in ("numpy", "torch"):
             raise ParameterError(key, v, "'numpy' or 'torch'")
+        return v
+    if key in ("weights", "mu"):
+        if not isinstance(v, str) or not v.strip():
+            raise ParameterError(key, v, "'none', minilm:LAYER[:HEAD] or FILE.npy" if key == "weights"
+                                 else "zero, top, random:SEED or FILE.npy")
+        return v
+    if key == "heads":
+        ok = isinstance(v, str) and v.strip() or isinstance(v, list) and v and all(
+            isinstance(x, str) and x.strip() for x in v)
+        if not ok:
+            raise ParameterError(key, v, "'none', minilm:LAYER, FILE.npy, or a list of head references")
+        return list(v) if isinstance(v, list) else v
+    if key in ("readout", "kernel"):
+        from ..model import KERNELS, READOUTS
+
+        allowed = READOUTS if key == "readout" else KERNELS
+        if v not in allowed:
+            raise ParameterError(key, v, "one of " + ", ".join(repr(a) for a in allowed))
+        return v
+    if key == "residual":
+        if not isinstance(v, bool):
+            raise ParameterError(key, v, "true or false")
+        return v
+    if key == "temperature":
+        return v if v == "none" else _real(key, v, 0.0, 1e6, lo_open=True)
+    if key == "correction":
+        if v not in ("none", "finite-p"):
+            raise ParameterError(key, v, "'none' or 'finite-p'")
         return v
     raise AssertionError(key)  # pragma: no cover
 
@@ -160,19 +236,22 @@ class SweepSpec:
         """Validate ``data`` (the parsed TOML): every key is checked, with a ParameterError naming it."""
         if not isinstance(data, dict):
             raise ParameterError("spec", type(data).__name__, "a table of keys (a TOML file or a dict)")
+        data = {k: v for k, v in data.items() if k != "version"}
         for key in data:
             if key not in ALL_KEYS:
                 raise ParameterError(key, data[key], "no such key: the spec keys are " + ", ".join(ALL_KEYS))
         values, dims = {}, []
         for key in ALL_KEYS:
             v = data.get(key, DEFAULTS[key])
+            if key == "n" and key not in data and any(data.get(k, "none") != "none" for k in ("weights", "heads")):
+                v = "auto"   # p is fixed by the weights: n = round(p/c)
             if isinstance(v, (list, tuple)):
                 if key in SCALAR_KEYS:
                     raise ParameterError(key, list(v), f"a single value ({key} cannot be swept)")
                 if not v:
                     raise ParameterError(key, [], "a value or a non-empty list of values")
                 vals = [_check_value(key, x) for x in v]
-                if len(set(vals)) != len(vals):
+                if len({_key(x) for x in vals}) != len(vals):
                     raise ParameterError(key, list(v), "a list without repeated values")
                 values[key] = vals
                 if key != "gamma":
@@ -191,8 +270,26 @@ class SweepSpec:
         spec = cls(values=values, dims=tuple(dims))
         from ..model import check_dimension
 
-        for _, point in spec.points():  # every geometry must be a PSD Gram matrix that p = round(c n) can hold
-            check_dimension(point["n"], point["c"], spec.geometry(point))
+        for _, point in spec.points():  # every point must make a valid layer, signal and size
+            layer = spec.layer(point)
+            where = "; at the point " + ", ".join(f"{d} = {label(point[d])}" for d in spec.dims)
+            if layer.p is None:
+                if point["mu"] != "zero":
+                    raise ParameterError("mu", point["mu"], "'zero' for a layer without weights or heads",
+                                         hint="the paper's model takes its signal from snr, aligned and the Gram "
+                                              "keys" + where)
+                if point["n"] == "auto":
+                    raise ParameterError("n", "auto", "an integer 2 <= n <= 1000000000 for a layer without weights "
+                                         "or heads ('auto' takes n = round(p/c) from the weights)" + where)
+                # every geometry must be a PSD Gram matrix that p = round(c n) can hold
+                check_dimension(point["n"], point["c"], spec.geometry(point))
+            else:
+                spec.n_of(point)
+                spec.signal(point)
+            if values["correction"] != "none" and layer.engine() != "paper":
+                raise ParameterError("correction", values["correction"],
+                                     "'none' for a layer with weights, heads, residual or softmax",
+                                     hint="the finite-p correction is of the paper's model" + where)
         return spec
 
     # -- the grid
@@ -210,8 +307,8 @@ class SweepSpec:
         return int(self.values["draws"])
 
     def coords(self) -> dict:
-        """{dim: list of values} for the grid dimensions."""
-        return {d: list(self.values[d]) for d in self.dims}
+        """{dim: list of values} for the grid dimensions (head sets as :func:`label` strings)."""
+        return {d: [label(v) if isinstance(v, list) else v for v in self.values[d]] for d in self.dims}
 
     def points(self) -> list:
         """Every point (a dict of all swept keys, γ excluded) in C order of the grid, with its index.
@@ -223,25 +320,90 @@ class SweepSpec:
             point = {k: self.values[k] for k in SWEPT_KEYS}
             for d, i in zip(self.dims, idx):
                 point[d] = self.values[d][i]
-            point["diagonal"] = self.values["diagonal"]
             out.append((idx, point))
         return out
 
+    # -- one point
+    def layer(self, point):
+        """The :class:`symattn.Layer` of one point (references resolved once per process)."""
+        from ..layer import Layer
+
+        if isinstance(point, tuple):
+            point = point[1]
+        return Layer(point["activation"], weights=None if point["weights"] == "none" else point["weights"],
+                     heads=None if point["heads"] == "none" else point["heads"], readout=point["readout"],
+                     residual=point["residual"], kernel=point["kernel"],
+                     temperature=None if point["temperature"] == "none" else point["temperature"],
+                     diagonal=point["diagonal"])
+
     def geometry(self, point):
-        """The :class:`~symattn.model.Geometry` of one point."""
+        """The :class:`~symattn.model.Geometry` of one point (of the paper's model: μ = w = 0 for a layer
+        with weights or heads, whose signal is :meth:`signal`)."""
         from ..model import Geometry
 
         if isinstance(point, tuple):
             point = point[1]
+        if point["weights"] != "none" or point["heads"] != "none":
+            return Geometry()
         if self.values["aligned"]:
             return Geometry.aligned(point["snr"])
         return Geometry(**{k: point[k] for k in GEOMETRY_KEYS})
 
+    def signal(self, point):
+        """μ of one point's layer with weights or heads (:meth:`symattn.Layer.signal`; None for μ = 0)."""
+        if isinstance(point, tuple):
+            point = point[1]
+        spec = point["mu"]
+        snr = point["snr"] if spec == "top" or spec.startswith("random:") else None
+        return self.layer(point).signal(spec, snr)
+
+    def n_of(self, point) -> int:
+        """The tokens n of one point: the spec's n, or round(p/c) for ``n = "auto"`` (p of the weights);
+        a layer with weights needs round(c n) = p."""
+        from ..model import dimension
+        from ..realweights import tokens_for
+
+        if isinstance(point, tuple):
+            point = point[1]
+        p = self.layer(point).p
+        if point["n"] == "auto":
+            return tokens_for(p, float(point["c"]))
+        n = int(point["n"])
+        if p is not None and dimension(n, float(point["c"])) != p:
+            raise ParameterError("n", n, f"n with round(c n) = {p}, the size of the weights, at c = {point['c']:g} "
+                                 f"(e.g. n = {round(p / float(point['c']))}, or n = 'auto')")
+        return n
+
+    def used(self, point) -> dict:
+        """The parameters a point actually uses: ``n``, the Gram entries of the paper's geometry (NaN for a
+        layer with weights or heads) and ``mu_norm2`` = ‖μ‖²."""
+        if isinstance(point, tuple):
+            point = point[1]
+        layer = self.layer(point)
+        out = {"n": self.n_of(point)}
+        if layer.p is None:
+            geo = self.geometry(point).as_dict()
+            out.update({k: float(geo[k]) for k in GEOMETRY_KEYS})
+            out["mu_norm2"] = float(geo["snr"])
+        else:
+            mu = self.signal(point)
+            out.update({k: float("nan") for k in GEOMETRY_KEYS})
+            out["mu_norm2"] = 0.0 if mu is None else float(mu @ mu)
+        return out
+
     def point_identity(self, point) -> dict:
-        """What a point's seed is derived from: activation, c, n, diagonal and the full Gram entries."""
+        """What a point's seed is derived from: activation, c, n, diagonal and the full Gram entries, and
+        the layer keys and ``mu`` that differ from their defaults."""
         geo = self.geometry(point).as_dict()
-        return {"activation": point["activation"], "c": float(point["c"]), "n": int(point["n"]),
-                "diagonal": point["diagonal"], "geometry": {k: float(geo[k]) for k in sorted(geo)}}
+        n = point["n"] if point["n"] == "auto" else int(point["n"])
+        out = {"activation": point["activation"], "c": float(point["c"]), "n": n,
+               "diagonal": point["diagonal"], "geometry": {k: float(geo[k]) for k in sorted(geo)}}
+        for k in LAYER_SPEC_KEYS + ("mu",):
+            if point[k] != DEFAULTS[k]:
+                out[k] = point[k]
+        if point["mu"] != "zero":
+            out["snr"] = float(point["snr"])
+        return out
 
     def entropy(self, point) -> int:
         """The SeedSequence entropy of a point: seed + 2⁶⁴·h, h = the first 16 bytes of sha256(point identity)."""
@@ -260,14 +422,61 @@ class SweepSpec:
 
     # -- identity
     def canonical(self) -> dict:
-        """The JSON-ready normalized spec (stored with the results)."""
-        return {"version": SPEC_VERSION, **{k: self.values[k] for k in ALL_KEYS}}
+        """The JSON-ready normalized spec (stored with the results): the keys of the first format always,
+        the others where they differ from their defaults."""
+        return {"version": SPEC_VERSION, **{k: self.values[k] for k in ALL_KEYS
+                                            if k in FORMAT1_KEYS or self.values[k] != DEFAULTS[k]}}
 
     @property
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON of :meth:`canonical`: two specs with the same results have the same one."""
         blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
+
+    def extension_of(self, old: dict) -> list:
+        """The keys in which this spec extends the canonical spec ``old`` (more draws, supersets of swept lists).
+
+        Parameters
+        ----------
+        old : dict
+            :meth:`canonical` of the spec that made a store.
+
+        Returns
+        -------
+        list of str
+            The keys that differ (empty when the specs are the same).
+
+        Raises
+        ------
+        ParameterError
+            Naming the first key whose change is not an extension (a fixed value changed, a list
+            that lost values, fewer draws).
+
+        Examples
+        --------
+        >>> a = SweepSpec.from_dict({"c": [0.5], "n": 40, "draws": 2})
+        >>> SweepSpec.from_dict({"c": [0.5, 1.0], "n": 40, "draws": 4}).extension_of(a.canonical())
+        ['c', 'draws']
+        """
+        old = {k: v for k, v in old.items() if k != "version"}
+        new = {k: v for k, v in self.canonical().items() if k != "version"}
+        changed = []
+        for key in ALL_KEYS:
+            a, b = old.get(key, DEFAULTS[key]), new.get(key, DEFAULTS[key])
+            if _key(a) == _key(b):
+                continue
+            if key == "draws" and b > a:
+                changed.append(key)
+                continue
+            if key in SWEPT_KEYS + ("gamma",) and isinstance(b, list):
+                olds = a if isinstance(a, list) else [a]   # a former scalar counts as a one-value list
+                if {_key(x) for x in olds} <= {_key(x) for x in b}:
+                    changed.append(key)
+                    continue
+            why = ("at least the stored draws" if key == "draws" else
+                   "a list holding every stored value" if key in SWEPT_KEYS + ("gamma",) else "the stored value")
+            raise ParameterError(key, b, f"{why} to extend a store")
+        return changed
 
 
 def load_spec(spec) -> SweepSpec:

@@ -39,7 +39,8 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["create_store", "check_store", "done_mask", "write_task", "open_store", "VARIABLES", "THEORY"]
+__all__ = ["create_store", "check_store", "extend_store", "old_index", "done_mask", "write_task", "open_store",
+           "VARIABLES", "THEORY", "POINT_VARIABLES"]
 
 VARIABLES = ("E_attention", "E_linear")
 THEORY = ("theory_attention", "theory_linear")
@@ -58,6 +59,12 @@ def _need():
                              hint=f"pip install 'symattn[dask]' ({exc})") from None
 
 
+#: per-point variables written with the theory (:func:`symattn.sweep.engine.theory_arrays`)
+POINT_VARIABLES = ("t", "strong_signal", "engine", "layer", "layer_digest")
+#: the parameters a point used (:meth:`SweepSpec.used`), stored as coordinates when not a grid dimension
+USED = ("n", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq", "mu_norm2")
+
+
 def _dataset(spec, theory: dict):
     import xarray as xr
 
@@ -66,12 +73,27 @@ def _dataset(spec, theory: dict):
     coords = {d: np.asarray(v) for d, v in spec.coords().items()}
     coords["draw"] = np.arange(spec.draws)
     coords["gamma"] = np.asarray(spec.gamma, dtype=float)
-    for k in ("activation", "c", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq", "n"):
+    used = {k: np.full(spec.shape, np.nan) for k in USED}
+    for idx, pt in spec.points():
+        for k, v in spec.used(pt).items():
+            used[k][idx] = v
+    for k in ("activation", "diagonal", "readout", "residual", "kernel"):   # fixed keys as given
         if k not in dims:
             coords[k] = np.asarray(spec.values[k])
+    for k in USED:   # the values actually used: a scalar where the same everywhere, else one per point
+        if k in dims:
+            continue
+        v = used[k]
+        same = v.size and (np.all(v == v.flat[0]) or np.all(np.isnan(v)))
+        coords[k] = np.asarray(v.flat[0]) if same else (dims, v)
+        if k == "n" and same:
+            coords[k] = np.asarray(int(v.flat[0]))
     data = {v: (dims + ("draw", "gamma"), np.full(shape, np.nan)) for v in VARIABLES}
-    for name, arr in theory.items():
-        data[name] = (dims + ("gamma",), np.asarray(arr, dtype=float).reshape(spec.shape + (len(spec.gamma),)))
+    for name in THEORY:
+        data[name] = (dims + ("gamma",), np.asarray(theory[name], dtype=float).reshape(spec.shape + (len(spec.gamma),)))
+    for name in POINT_VARIABLES:
+        arr = np.asarray(theory[name])
+        data[name] = (dims, arr.astype(str) if arr.dtype == object else arr)
     ds = xr.Dataset(data, coords=coords)
     ds.attrs[_SPEC_ATTR] = json.dumps(spec.canonical(), sort_keys=True)
     ds.attrs[_FP_ATTR] = spec.fingerprint
@@ -87,36 +109,106 @@ def _read_attrs(path: Path):
     return None
 
 
-def check_store(path, spec) -> bool:
-    """True when ``path`` holds the store of ``spec``; False when there is none yet.
+def check_store(path, spec):
+    """What ``path`` holds for ``spec``: None (no store yet), ``"same"`` (the store of this spec), or the
+    canonical spec of a store that this spec extends (:meth:`SweepSpec.extension_of`).
 
     Raises
     ------
     ParameterError
-        ``store`` when the folder holds something else, or the store of a different spec (the
-        differing keys are named): results of two specs are never mixed.
+        ``store`` when the folder holds something else, or the store of a spec that this one does not
+        extend (the key is named): results of two specs are never mixed.
     """
     _need()
     path = Path(path)
     if not path.exists():
-        return False
+        return None
     if not path.is_dir():
         raise ParameterError("store", str(path), "a folder (this path is an existing file)")
     if not any(path.iterdir()):
-        return False
+        return None
     attrs = _read_attrs(path)
     if not attrs or _FP_ATTR not in attrs:
         raise ParameterError("store", str(path), "an empty folder or the store of a symattn sweep",
                              hint="this folder holds something else; pick a new --store")
-    if attrs[_FP_ATTR] != spec.fingerprint:
-        old = json.loads(attrs.get(_SPEC_ATTR, "{}"))
-        new = spec.canonical()
-        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        raise ParameterError("store", str(path), "the store of the same spec (results of two specs are never mixed)",
-                             hint="this store was made by a spec that differs in " + ", ".join(
-                                 f"{k} ({old.get(k)!r} there, {new.get(k)!r} here)" for k in diff)
-                             + "; use a new --store for the new spec")
-    return True
+    if attrs[_FP_ATTR] == spec.fingerprint:
+        return "same"
+    old = json.loads(attrs.get(_SPEC_ATTR, "{}"))
+    try:
+        spec.extension_of(old)
+    except ParameterError as err:
+        raise ParameterError("store", str(path), "the store of the same spec, or of one this spec extends (results "
+                             "of two specs are never mixed)",
+                             hint=f"this store was made by a spec that differs in {err.name} "
+                                  f"({old.get(err.name)!r} there, {err.value!r} here: allowed {err.allowed}); use a "
+                                  "new --store for the new spec") from None
+    return old
+
+
+def old_index(old_spec, new_spec):
+    """Where each point and γ of ``new_spec`` sits in the store of ``old_spec``.
+
+    Returns
+    -------
+    (callable, list)
+        ``index(point)``: the old grid index of a new point, or None when the old grid lacks it; and
+        the old index of each new γ (None where new).
+    """
+    from .spec import _key
+
+    pos = {d: {_key(v): i for i, v in enumerate(old_spec.values[d])} for d in old_spec.dims}
+    fixed = {k: _key(v) for k, v in old_spec.values.items() if k not in old_spec.dims}
+
+    def index(point):
+        out = []
+        for k, v in point.items():
+            if k in pos:
+                i = pos[k].get(_key(v))
+                if i is None:
+                    return None
+                out.append((old_spec.dims.index(k), i))
+            elif k in fixed and fixed[k] != _key(v):
+                return None
+        return tuple(i for _, i in sorted(out))
+
+    g_old = {float(g): i for i, g in enumerate(old_spec.gamma)}
+    return index, [g_old.get(float(g)) for g in new_spec.gamma]
+
+
+def extend_store(path, old_canonical: dict, spec, theory: dict, provenance: dict | None = None) -> int:
+    """Rebuild the store at ``path`` for ``spec``, which extends the spec that made it, keeping every
+    stored task whose point, draw and γ values the new grid still holds; returns how many were kept.
+
+    The new store is written whole beside the old one and swapped in (the old one is removed last)."""
+    from .spec import SweepSpec
+
+    old_spec = SweepSpec.from_dict(old_canonical)
+    old_ds = open_store(path)
+    index, g_idx = old_index(old_spec, spec)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    shutil.rmtree(tmp, ignore_errors=True)
+    create_store(tmp, spec, theory, provenance)
+    kept = 0
+    if all(g is not None for g in g_idx):
+        g = _group(tmp)
+        arrays = {v: g[v] for v in VARIABLES}
+        done = np.asarray(old_ds["done"].values)
+        for idx, pt in spec.points():
+            o = index(pt)
+            if o is None:
+                continue
+            for k in range(min(spec.draws, old_spec.draws)):
+                if not done[o + (k,)]:
+                    continue
+                for v in VARIABLES:
+                    arrays[v][tuple(idx) + (k, slice(None))] = np.asarray(old_ds[v].values[o + (k,)])[g_idx]
+                kept += 1
+    backup = path.with_name(f".{path.name}.{os.getpid()}.old")
+    os.rename(path, backup)
+    os.rename(tmp, path)
+    shutil.rmtree(backup, ignore_errors=True)
+    return kept
 
 
 def create_store(path, spec, theory: dict, provenance: dict | None = None) -> Path:

@@ -29,6 +29,26 @@ class SymbolicSystem:
     output: sp.Expr | None = None
     notes: str = ""
 
+    @property
+    def free_symbols(self) -> set:
+        """The symbols of the equations, the definitions and the output (SymPy's ``free_symbols``: an
+        integration variable is bound, not free).
+
+        Examples
+        --------
+        >>> from symattn.systems import bulk_system
+        >>> sorted(map(str, bulk_system().free_symbols))
+        ['Delta', 'a_1', 'beta', 'c', 'd', 'e_1', 'e_2', 'e_3', 'gamma', 'lambda', 's^2']
+        """
+        out = set()
+        for eq in self.equations:
+            out |= eq.free_symbols
+        for k, v in self.definitions.items():
+            out |= sp.sympify(k).free_symbols | sp.sympify(v).free_symbols
+        if self.output is not None:
+            out |= self.output.free_symbols
+        return out
+
     def latex(self) -> str:
         """The system as LaTeX: one aligned line per definition, equation and output."""
         lines = [rf"{sp.latex(k)} &= {sp.latex(v)}" for k, v in self.definitions.items()]

@@ -95,10 +95,18 @@ def total_derivative(expr: sp.Expr, x: sp.Symbol) -> sp.Expr:
 
 
 @lru_cache(maxsize=None)
-def bulk_system() -> SymbolicSystem:
+def bulk_system(f=None, diagonal: str = "f") -> SymbolicSystem:
     """The bulk fixed point as a SymbolicSystem; ``integrands`` are the g_i with e_i = ∫ g_i dμ_S.
 
     The three equations of docs/theory.md §5.2, integrals over the Marchenko–Pastur law μ_S.
+
+    Parameters
+    ----------
+    f : activation spec, optional
+        The activation whose constants a1, s², d replace the symbols (exact where they have closed
+        forms: :func:`symattn.systems.constants.activation_constants`); None keeps the symbols.
+    diagonal : {'f', 'zero'}
+        With ``f``: d = lim f(√p)/√p, or d = 0.
 
     Returns
     -------
@@ -110,7 +118,13 @@ def bulk_system() -> SymbolicSystem:
     >>> b = bulk_system()
     >>> b.unknowns, len(b.equations)
     ((e_1, e_2, e_3), 3)
+    >>> bulk_system("x").definitions[beta]                # f(x) = x: a1 = 1, s² = 0, d = 1
+    sqrt(c)*lambda
     """
+    if f is not None:
+        from .constants import substitute_constants
+
+        return substitute_constants(bulk_system(), f, diagonal)
     integrands = (
         (1 + s2 * e1 * lam) / Delta,
         lam * (gamma + s2 * e2) / Delta,

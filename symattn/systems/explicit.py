@@ -18,6 +18,14 @@ traces, c, a1 and the Gram entries. E_A = −γ² F'(γ) = −γ² Σ_j ∂F/∂
 7·10⁵ operations nested, and a derivative of it takes minutes); the step form keeps every
 derivative small. :meth:`ExplicitError.diff` differentiates through the steps, and
 :meth:`ExplicitError.expression` substitutes them (for sp.diff on a small system, or printing).
+
+The program is data: :meth:`ExplicitError.program` gives the steps that targets need as a
+:class:`sympy.codegen.ast.CodeBlock` of assignments (topologically ordered, common subexpressions
+eliminated), :meth:`ExplicitError.compile` prints it with the library's printers
+(:mod:`symattn.systems.printing`) into one numpy or mpmath function (:class:`CompiledProgram`),
+:meth:`ExplicitError.evaluate_at` evaluates any expression built from the steps at a solved point
+(:class:`symattn.theory.TheoryResult`), and :meth:`ExplicitError.latex` prints the steps as aligned
+equations.
 """
 
 from __future__ import annotations
@@ -26,9 +34,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import sympy as sp
+from sympy.codegen.ast import Assignment, CodeBlock
 
-from .attention import TRACE_SYMBOLS
-from .symbols import a1, c, gamma, gram_symbols
+from .attention import TRACE_SYMBOLS, TRACES
+from .printing import KernelPrinter, MPKernelPrinter, identifier
+from .symbols import a1, c, gamma, gram_symbols, rc
+
+#: the backends of :meth:`ExplicitError.compile`
+BACKENDS = ("numpy", "mpmath")
 
 #: the γ-derivatives Ṫ_j of the nine traces, in the order of TRACE_SYMBOLS
 TRACE_DOT_SYMBOLS = tuple(sp.Symbol(r"\dot{" + str(T) + "}", real=True) for T in TRACE_SYMBOLS)
@@ -146,6 +159,328 @@ class ExplicitError:
             if s == target:
                 return env[s]
         return sp.sympify(target).xreplace(env)
+
+
+    # ------------------------------------------------------------------ the program as data
+    def _targets(self, targets):
+        """``targets`` as a tuple of SymPy expressions (default (E_A,)); a string is refused, never parsed."""
+        from ..errors import ParameterError
+
+        if targets is None:
+            return (self.E_A,)
+        if isinstance(targets, (sp.Basic, int, float)) and not isinstance(targets, bool):
+            targets = (targets,)
+        out = []
+        known = set(self.base) | {s for s, _ in self.steps}
+        for t in targets:
+            if isinstance(t, str) or not isinstance(t, (sp.Basic, int, float)):
+                raise ParameterError("expr", t, "a SymPy expression in the steps and base symbols of the explicit "
+                                     "formula (a step symbol such as ex.E_A or ex.diff(...); strings are not parsed)")
+            t = sp.sympify(t, strict=True)
+            if not isinstance(t, sp.Expr):
+                raise ParameterError("expr", t, "a scalar SymPy expression")
+            extra = t.free_symbols - known
+            if extra:
+                raise ParameterError("expr", t, "an expression in the steps and base symbols of the explicit formula",
+                                     hint=f"unknown symbols {sorted(map(str, extra))}")
+            out.append(t)
+        return tuple(out)
+
+    def needed(self, targets=None) -> list:
+        """The steps (symbol, expression) that ``targets`` use, directly or through other steps, in order.
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> ex.needed(ex.steps[0][0])
+        [(Lambda_00, G_{00} + G_{01}*G_{02})]
+        """
+        steps = dict(self.steps)
+        need, todo = set(), [s for t in self._targets(targets) for s in t.free_symbols]
+        while todo:
+            s = todo.pop()
+            if s in steps and s not in need:
+                need.add(s)
+                todo.extend(steps[s].free_symbols)
+        return [(s, e) for s, e in self.steps if s in need]
+
+    def program(self, targets=None, cse: bool = True) -> CodeBlock:
+        r"""The straight-line program of ``targets`` as a :class:`sympy.codegen.ast.CodeBlock`.
+
+        One :class:`~sympy.codegen.ast.Assignment` per step that the targets need (:meth:`needed`), then
+        ``out_k = target_k``; with ``cse``, common subexpressions eliminated across all of them
+        (:meth:`sympy.codegen.ast.CodeBlock.cse`, new symbols ``x0, x1, ...``), the block topologically
+        ordered. The expressions are those of :attr:`steps` (c, not √c).
+
+        Parameters
+        ----------
+        targets : Expr or sequence of Expr, optional
+            Step symbols (``ex.E_A``, ``ex.diff(ex.E_A, ex.mu_wk)``) or any expressions in the steps and
+            base symbols; default E_A.
+        cse : bool
+
+        Returns
+        -------
+        sympy.codegen.ast.CodeBlock
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> block = ex.program(ex.steps[0][0] ** 2, cse=False)
+        >>> block.left_hand_sides
+        (Lambda_00, out_0)
+        >>> print(block.args[1])
+        Assignment(out_0, Lambda_00**2)
+        """
+        return self._block(self._targets(targets), cse, rational=False)
+
+    def _block(self, targets, cse, rational):
+
+        conv = (lambda e: e.subs(c, rc**2)) if rational else (lambda e: e)
+        outs = [sp.Symbol(f"out_{k}", real=True) for k in range(len(targets))]
+        body = [Assignment(s, conv(e)) for s, e in self.needed(targets)]
+        body += [Assignment(o, conv(t)) for o, t in zip(outs, targets)]
+        if rational:
+            body.insert(0, Assignment(rc, sp.sqrt(c)))
+        block = CodeBlock(*body)
+        if cse and len(block.args) > 1:
+            block = block.cse(symbols=sp.numbered_symbols("x"), order="none")
+        return block
+
+    def compile(self, backend: str = "numpy", targets=None, args=None) -> "CompiledProgram":
+        r"""The program of ``targets`` as one function of the base symbols, for numpy or mpmath.
+
+        The steps that the targets need (:meth:`needed`), with c = (√c)² so that every step is a rational
+        function and √c = ``sqrt(c)`` the first assignment, common subexpressions eliminated
+        (:meth:`program`), printed by the library's printers (:class:`~symattn.systems.printing.KernelPrinter`,
+        :class:`~symattn.systems.printing.MPKernelPrinter`: rationals as mpmath numbers at the working
+        precision) into a function by :func:`sympy.lambdify`. Pure arithmetic: it runs on float64 arrays
+        (numpy) or on mpmath numbers and object arrays of them (mpmath, at ``mpmath.mp.dps``), elementwise,
+        so one call evaluates every point. Cached per (backend, targets, args).
+
+        Parameters
+        ----------
+        backend : {'numpy', 'mpmath'}
+        targets : Expr or sequence of Expr, optional
+            As in :meth:`program`; default E_A.
+        args : sequence of Symbol, optional
+            The arguments, in order; default :attr:`base` (traces, their γ-derivatives, the Gram entries,
+            a1, c, γ) followed by any other free symbol of the targets, sorted by name.
+
+        Returns
+        -------
+        CompiledProgram
+            ``fn(*values)``: the targets' values (a tuple when ``targets`` is a sequence).
+
+        Examples
+        --------
+        >>> import sympy as sp
+        >>> ex = explicit_error(1)
+        >>> fn = ex.compile("numpy", ex.F)
+        >>> vals = {s: sp.Rational(k + 2, 7) for k, s in enumerate(ex.base)}
+        >>> bool(abs(fn(*[float(vals[s]) for s in fn.args]) - float(ex.evaluate(ex.F, vals))) < 1e-13)
+        True
+        """
+        from ..errors import ParameterError
+
+        if backend not in BACKENDS:
+            raise ParameterError("backend", backend, "'numpy' or 'mpmath'")
+        single = targets is None or isinstance(targets, (sp.Basic, int, float))
+        tgs = self._targets(targets)
+        steps = {s for s, _ in self.steps}
+        if args is None:
+            free = set().union(*(e.free_symbols for _, e in self.needed(tgs)), *(t.free_symbols for t in tgs))
+            args = self.base + tuple(sorted(free - set(self.base) - steps, key=str))
+        args = tuple(args)
+        key = (backend, tgs, args, single)
+        cache = self.__dict__.setdefault("_compiled", {})
+        if key not in cache:
+            cache[key] = CompiledProgram(self._block(tgs, True, rational=True), args, tgs, backend, single)
+        return cache[key]
+
+    def latex(self, targets=None, cse: bool = False) -> str:
+        r"""The steps that ``targets`` need (default E_A) as LaTeX aligned equations, one step a line.
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> print(ex.latex(ex.steps[0][0]))
+        \begin{aligned}
+        \Lambda_{00} &= G_{00} + G_{01} G_{02}
+        \end{aligned}
+        """
+        tgs = self._targets(targets)
+        if cse:
+            block = self.program(tgs, cse=True)
+            pairs = [(a.lhs, a.rhs) for a in block.args]
+        else:
+            pairs = self.needed(tgs) + [(sp.Symbol(f"out_{k}"), t) for k, t in enumerate(tgs) if not (
+                t.is_Symbol and t in dict(self.steps))]
+        lines = [rf"{sp.latex(s)} &= {sp.latex(e)}" for s, e in pairs]
+        return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
+
+    def evaluate_at(self, result, expr=None):
+        r"""E_A, or any expression ``expr`` built from the steps, at the solved points of ``result``.
+
+        The base symbols take the values of the solution (:class:`symattn.theory.TheoryResult`): the traces
+        T_j and their γ-derivatives Ṫ_j (``result.traces``, ``result.trace_dots``, docs/theory.md §6.3), the
+        Gram entries of its geometry (``result.gram``), the a1 the solver used (``result.constants``), c and γ;
+        ``expr`` is evaluated by the compiled program (:meth:`compile`), in float64 or, for an mpmath result,
+        in mpmath at its ``dps``. A derivative ``ex.diff(ex.E_A, ex.mu_wk)`` evaluated so is dE_A/d(μᵀw_K):
+        the traces do not depend on the geometry (docs/theory.md §6.9).
+
+        Parameters
+        ----------
+        result : TheoryResult
+            Of :func:`symattn.solve` with the attention model, no correction, a geometry of rank
+            :attr:`rank`.
+        expr : Expr, optional
+            A step symbol or an expression in the steps and base symbols; default E_A. Never a string.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shaped ``result.shape`` (float64, or mpmath numbers in an object array).
+
+        Raises
+        ------
+        ParameterError
+            For a result without traces, a geometry of another rank, an ``expr`` that is not an expression in
+            the program's symbols, or (rank ≥ 3) values at which a Gauss–Jordan pivot vanishes.
+
+        Examples
+        --------
+        >>> import symattn as sa
+        >>> g = sa.Geometry(snr=1.0, wk2=1.0, wq2=0.8, mu_wk=0.5, mu_wq=0.3, wk_wq=0.2)
+        >>> r = sa.solve("tanh", 0.5, [0.1, 0.5], geometry=g)
+        >>> ex = explicit_error(1)
+        >>> bool(abs(ex.evaluate_at(r) - r.E).max() < 1e-12)
+        True
+        """
+        import numpy as np
+
+        from ..errors import ParameterError
+
+        tg = self._targets(expr)[0]
+        gram = result.gram
+        if gram.shape != tuple(self.gram.shape):
+            raise ParameterError("result", f"a geometry of rank {(gram.shape[0] - 1) // 2}",
+                                 f"a result for rank-{self.rank} weights (explicit_error({self.rank}))")
+        T, T_dot = result.traces, result.trace_dots    # ParameterError where the result has no traces
+        mp = result.parameters.get("backend") == "mpmath"
+        shape = result.shape
+        values = {s: T[name] for s, (name, _, _) in zip(self.traces, TRACES)}
+        values.update({s: T_dot[name] for s, (name, _, _) in zip(self.trace_dots, TRACES)})
+        values.update({self.gram[i, j]: gram[i, j] for i in range(gram.shape[0]) for j in range(i, gram.shape[0])})
+        values.update({a1: result.constants.a1, c: result.c, gamma: result.gamma})
+        pivots = [s for s, _ in self.needed(tg) if s in self.pivots]
+        checks = [x for s in pivots for x in (self.pivots[s][0],) + tuple(self.pivots[s][1])]
+        fn = self.compile(result.parameters["backend"], (tg, *checks))
+        if mp:
+            import mpmath
+
+            conv = np.frompyfunc(mpmath.mpf, 1, 1)
+            with mpmath.workdps(result.parameters["dps"]):
+                vals = [np.asarray(conv(np.asarray(values[s])), dtype=object) for s in fn.args]
+                out = fn(*vals)
+        else:
+            with np.errstate(all="ignore"):
+                out = fn(*[np.asarray(values[s], dtype=float) for s in fn.args])
+        at = 1
+        for s in pivots:
+            k = 1 + len(self.pivots[s][1])
+            a, row = out[at], out[at + 1:at + k]
+            at += k
+            small = np.abs(np.asarray(a, dtype=float)) <= 1e-8 * np.max(np.abs(np.asarray(
+                np.broadcast_arrays(*row), dtype=float)), axis=0)
+            if np.any(small):
+                raise ParameterError("result", f"pivot {s} = 1/{float(np.asarray(a, dtype=float).flat[0]):.3g}",
+                                     "values at which every pivot of the rank >= 3 Gauss-Jordan inverse is at least "
+                                     "1e-8 of its row", hint="the explicit formula cannot pivot; use the solver's E")
+        return np.array(np.broadcast_to(np.asarray(out[0], dtype=object if mp else float), shape))
+
+
+class CompiledProgram:
+    r"""A compiled explicit program (:meth:`ExplicitError.compile`): ``fn(*values)`` in the order of :attr:`args`.
+
+    Attributes
+    ----------
+    args : tuple of Symbol
+        The arguments, in order.
+    targets : tuple of Expr
+        What it returns, in order (one value when compiled for a single target).
+    backend : str
+        'numpy' or 'mpmath'.
+    block : sympy.codegen.ast.CodeBlock
+        The program it was printed from (√c first, c = (√c)² in every step, CSE'd).
+    source : str
+        The printed Python source.
+
+    Examples
+    --------
+    >>> ex = explicit_error(1)
+    >>> fn = ex.compile("mpmath", ex.steps[0][0])          # Λ00 = ‖μ‖² + μᵀw_K μᵀw_Q
+    >>> import mpmath
+    >>> with mpmath.workdps(30):
+    ...     print(fn(*[mpmath.mpf(1) / 3 for s in fn.args]))
+    0.444444444444444444444444444444
+    """
+
+    def __init__(self, block, args, targets, backend, single):
+        self.block, self.args, self.targets, self.backend = block, tuple(args), tuple(targets), backend
+        self._single = single
+        symbols = set(self.args) | set(block.left_hand_sides)
+        names, used = {}, set()
+        for s in sorted(symbols, key=lambda s: (s not in self.args, str(s))):
+            name = identifier(s.name)
+            while name in used:
+                name += "_"
+            used.add(name)
+            names[s] = sp.Symbol(name)
+        renamed = [(names[a.lhs], a.rhs.xreplace(names)) for a in block.args]
+        outs = [sp.Symbol(f"out_{k}", real=True) for k in range(len(self.targets))]
+        ret = tuple(names[o] for o in outs)
+        printer, namespace = (KernelPrinter(), _numpy_namespace()) if backend == "numpy" else (
+            MPKernelPrinter(), _mpmath_namespace())
+        self._fn = sp.lambdify([names[a] for a in self.args], ret, modules=[namespace], printer=printer,
+                               cse=lambda exprs: (renamed, exprs), docstring_limit=0)
+        import inspect
+
+        self.source = inspect.getsource(self._fn)
+
+    def __call__(self, *values):
+        if len(values) != len(self.args):
+            from ..errors import ParameterError
+
+            raise ParameterError("values", len(values), f"{len(self.args)} values, in the order of .args")
+        out = self._fn(*values)
+        return out[0] if self._single else out
+
+    def __repr__(self):
+        return f"CompiledProgram({self.backend}, {len(self.args)} args -> {list(self.targets)})"
+
+
+def _numpy_namespace() -> dict:
+    import numpy
+
+    return {"np": numpy}
+
+
+def _mpmath_namespace() -> dict:
+    """``_mpq``, ``_msqrt`` of :class:`~symattn.systems.printing.MPKernelPrinter`: mpmath numbers at the working
+    precision, elementwise on object arrays."""
+    import mpmath
+    import numpy
+
+    sqrt = numpy.frompyfunc(mpmath.sqrt, 1, 1)
+
+    def _msqrt(x):
+        return sqrt(x) if isinstance(x, numpy.ndarray) else mpmath.sqrt(x)
+
+    def _mpq(p, q=1):
+        return mpmath.mpf(p) / q
+
+    return {"_mpq": _mpq, "_msqrt": _msqrt, "np": numpy}
 
 
 class _Program:

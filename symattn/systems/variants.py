@@ -34,8 +34,9 @@ def _renamed(system: SymbolicSystem, name: str, notes: str) -> SymbolicSystem:
     return system
 
 
-def residual_system(rank: int = 1) -> SymbolicSystem:
-    r"""The residual layer Φ = X(I + K): the attention system with d → d + 1 (docs/theory.md §13.1).
+def residual_system(rank: int = 1, f=None, diagonal: str = "f") -> SymbolicSystem:
+    r"""The residual layer Φ = X(I + K): the attention system with d → d + 1 (docs/theory.md §13.1);
+    with an activation ``f``, its constants a1, s², d substituted (as :func:`symattn.systems.attention_system`).
 
     Examples
     --------
@@ -45,12 +46,15 @@ def residual_system(rank: int = 1) -> SymbolicSystem:
     ('residual attention (rank 1)', True)
     """
     s = attention_system(rank).subs(d, d + 1)
-    return _renamed(s, f"residual attention (rank {rank})", "Phi = X(I + K): d -> d + 1")
+    return _with_activation(_renamed(s, f"residual attention (rank {rank})", "Phi = X(I + K): d -> d + 1"),
+                            f, diagonal)
 
 
-def heads_system(rank: int = 1, readout: str = "sum", residual: bool = False) -> SymbolicSystem:
+def heads_system(rank: int = 1, readout: str = "sum", residual: bool = False, f=None,
+                 diagonal: str = "f") -> SymbolicSystem:
     r"""H heads of the paper's form (docs/theory.md §13.2): ``'sum'``: γ → γ/H² (d → d + 1/H with a
-    residual), the Gram matrix of W̄ = (1/H)Σ_h W_h; ``'concat'`` of identical heads: γ → γ/H.
+    residual), the Gram matrix of W̄ = (1/H)Σ_h W_h; ``'concat'`` of identical heads: γ → γ/H; with an
+    activation ``f``, its constants a1, s², d substituted (as :func:`symattn.systems.attention_system`).
 
     Examples
     --------
@@ -61,10 +65,18 @@ def heads_system(rank: int = 1, readout: str = "sum", residual: bool = False) ->
         sub = {gamma: gamma / heads_H**2}
         if residual:
             sub[d] = d + 1 / heads_H
-        return _renamed(attention_system(rank).subs(sub), f"multi-head sum (rank {rank})",
-                        "Phi = X sum_h K_h = H X Kbar: gamma -> gamma/H^2" + (", d -> d + 1/H" if residual else ""))
-    return _renamed(attention_system(rank).subs(gamma, gamma / heads_H),
-                    f"multi-head concat of identical heads (rank {rank})", "M = H M_1: gamma -> gamma/H")
+        return _with_activation(_renamed(attention_system(rank).subs(sub), f"multi-head sum (rank {rank})",
+                                         "Phi = X sum_h K_h = H X Kbar: gamma -> gamma/H^2"
+                                         + (", d -> d + 1/H" if residual else "")), f, diagonal)
+    return _with_activation(_renamed(attention_system(rank).subs(gamma, gamma / heads_H),
+                                     f"multi-head concat of identical heads (rank {rank})",
+                                     "M = H M_1: gamma -> gamma/H"), f, diagonal)
+
+
+def _with_activation(system: SymbolicSystem, f, diagonal: str) -> SymbolicSystem:
+    from .constants import substitute_constants
+
+    return substitute_constants(system, f, diagonal)
 
 
 def softmax_kernel_constants() -> dict:

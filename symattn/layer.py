@@ -1,0 +1,890 @@
+r"""The attention layer as one object: :class:`Layer`, shared by the theory, the Monte Carlo, sweeps and the CLI.
+
+A :class:`Layer` describes the features Φ the ridge readout sees (docs/theory.md §1, §12, §13):
+
+.. math::
+
+   Φ = X K,\qquad K = f(XᵀWX/\sqrt p)/\sqrt p                       &\quad\text{(plain; } W = I + w_K w_Qᵀ \text{ or the given weights)}\\
+   Φ = X(I + K)                                                     &\quad\text{(residual=True)}\\
+   Φ = [XK_1; …; XK_H]\ \text{or}\ X \textstyle\sum_h K_h          &\quad\text{(heads=…, readout='concat' | 'sum')}\\
+   K_{ij} = e^{a_{ij}/τ}/\textstyle\sum_{l≠i} e^{a_{il}/τ},\ a = XᵀWX/\sqrt p &\quad\text{(kernel='softmax')}
+
+and the training error is E(γ) = γ² ŷᵀ(ΦᵀΦ/n + γ)^{-2} ŷ, ŷ = y/√n.
+
+- :meth:`Layer.theory` returns the deterministic equivalent as a :class:`~symattn.theory.TheoryResult`,
+  computed by the engine of :data:`THEORY_ENGINES` that the layer's structure selects
+  (:meth:`Layer.engine`), in the style of ``scipy.optimize.minimize(method=...)``;
+- :meth:`Layer.simulate` returns the exact Monte Carlo (:class:`~symattn.montecarlo.SimulationResult`);
+- :func:`memorization_error` and :func:`simulate` are the thin function forms of the two, with the
+  same keyword names (``weights=`` in both).
+
+Weights and heads may be arrays, ``.npy`` paths or references ``minilm:LAYER`` / ``minilm:LAYER:HEAD``
+(all-MiniLM-L6-v2, unit-scaled, :func:`symattn.realweights.layer_weight`), resolved once. The layer
+has a content :attr:`~Layer.digest` and round-trips through :meth:`Layer.to_dict` / :meth:`Layer.from_dict`
+(JSON and TOML).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .errors import ParameterError
+from .model import KERNELS, MODELS, READOUTS, check_diagonal, check_heads, check_mu, check_weights
+
+__all__ = ["Layer", "Engine", "THEORY_ENGINES", "memorization_error", "simulate", "resolve_weights",
+           "resolve_heads", "SIGNALS"]
+
+#: the keys of :meth:`Layer.to_dict` (the constructor's keywords)
+LAYER_KEYS = ("activation", "weights", "heads", "readout", "residual", "kernel", "temperature", "diagonal")
+#: the constructor's defaults
+LAYER_DEFAULTS = {"activation": "tanh", "weights": None, "heads": None, "readout": "concat", "residual": False,
+                  "kernel": "entrywise", "temperature": None, "diagonal": "f"}
+#: the named signals of :meth:`Layer.signal`
+SIGNALS = ("zero", "top", "random:SEED", "FILE.npy")
+MINILM = "minilm:"
+
+
+# ----------------------------------------------------------------------------- weight references
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_npy(key: str, ref: str, what: str) -> np.ndarray:
+    try:
+        arr = np.load(ref, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ParameterError(key, ref, f"a readable .npy file holding {what} ({exc})") from None
+    if not isinstance(arr, np.ndarray):
+        raise ParameterError(key, ref, f"a .npy file holding {what} (this is an .npz archive)")
+    return arr
+
+
+def _minilm_parts(key: str, ref: str, heads_allowed: bool) -> tuple:
+    """(layer, head or None) of a ``minilm:LAYER[:HEAD]`` reference; a ParameterError naming ``key``."""
+    from . import realweights as rw
+
+    parts = ref[len(MINILM):].split(":")
+    if len(parts) not in ((1, 2) if heads_allowed else (1,)) or not all(x.strip().isdigit() for x in parts):
+        allowed = "minilm:LAYER or minilm:LAYER:HEAD" if heads_allowed else "minilm:LAYER (all heads of a layer)"
+        raise ParameterError(key, ref, f"{allowed} with integers LAYER, HEAD")
+    layer = int(parts[0])
+    if not 0 <= layer < rw.MINILM_LAYERS:
+        raise ParameterError("layer", layer, f"an integer 0 <= layer <= {rw.MINILM_LAYERS - 1}")
+    return layer, (int(parts[1]) if len(parts) == 2 else None)
+
+
+@lru_cache(maxsize=64)
+def _minilm_weight(layer: int, head) -> np.ndarray:
+    """W_KᵀW_Q of a MiniLM layer (or one head), unit-scaled; read once per process."""
+    from . import realweights as rw
+
+    W = rw.layer_weight(rw.load_minilm(), layer, head=head)
+    W.setflags(write=False)
+    return W
+
+
+@lru_cache(maxsize=8)
+def _minilm_heads(layer: int) -> tuple:
+    from . import realweights as rw
+
+    w = rw.load_minilm()
+    return tuple(_minilm_weight(layer, h) for h in range(w.query[layer].shape[0] // rw.MINILM_HEAD_DIM))
+
+
+def resolve_weights(ref, key: str = "weights") -> tuple:
+    r"""The p×p matrix W a reference names, and its JSON-ready reference.
+
+    Parameters
+    ----------
+    ref : array_like or str
+        An array; a ``.npy`` file (a p×p array, read without pickles); or ``minilm:LAYER``
+        (W_KᵀW_Q of all heads of an all-MiniLM-L6-v2 layer, 0–5) or ``minilm:LAYER:HEAD`` (one head,
+        0–11), each scaled to ‖W‖_F²/p = 1 (:func:`symattn.realweights.layer_weight`).
+    key : str
+        The parameter named in errors.
+
+    Returns
+    -------
+    (numpy.ndarray, str or dict)
+        W (float64, read-only) and its reference: the ``minilm:`` string, ``{"path", "sha256"}`` of a
+        file, or ``{"array": {"shape", "sha256"}}`` of an array given in memory.
+
+    Examples
+    --------
+    >>> W, ref = resolve_weights(np.eye(3))
+    >>> W.shape, sorted(ref["array"])
+    ((3, 3), ['sha256', 'shape'])
+    >>> resolve_weights("minilm:9")
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid layer=9: allowed an integer 0 <= layer <= 5
+    """
+    from .provenance import array_digest
+
+    if isinstance(ref, dict):
+        return _from_reference(ref, key)
+    if isinstance(ref, (str, Path)):
+        text = str(ref)
+        if text.startswith(MINILM):
+            return _minilm_weight(*_minilm_parts(key, text, True)), text
+        if not text.endswith(".npy"):
+            raise ParameterError(key, text, "an array, a .npy file or minilm:LAYER[:HEAD]")
+        W = _checked_weights(key, _read_npy(key, text, "a p×p array"))
+        return W, {"path": text, "sha256": _file_sha256(Path(text))}
+    W = _checked_weights(key, ref)
+    return W, {"array": array_digest(W)}
+
+
+def _checked_weights(key, W) -> np.ndarray:
+    try:
+        W = check_weights(W)
+    except ParameterError as err:
+        raise ParameterError(key, err.value, err.allowed) from None
+    W.setflags(write=False)
+    return W
+
+
+def _from_reference(ref: dict, key: str):
+    """W (or a list of heads) from a stored ``{"path", "sha256"}``; an in-memory array cannot be rebuilt."""
+    if "path" not in ref:
+        raise ParameterError(key, ref, "a minilm: reference or {path, sha256} of a .npy file",
+                             hint="an array given in memory is recorded by its digest only and cannot be rebuilt")
+    path = Path(str(ref["path"]))
+    if not path.is_file():
+        raise ParameterError(key, str(path), "an existing .npy file")
+    if "sha256" in ref and _file_sha256(path) != ref["sha256"]:
+        raise ParameterError(key, str(path), f"the file of sha256 {ref['sha256'][:16]}…",
+                             hint="the file has changed since the layer was recorded")
+    if key == "heads":
+        return resolve_heads(str(path))
+    return resolve_weights(str(path), key)
+
+
+def resolve_heads(ref) -> tuple:
+    r"""The heads W_1..W_H a reference names, and the JSON-ready reference.
+
+    Parameters
+    ----------
+    ref : str, array_like or sequence
+        ``minilm:LAYER`` (the layer's 12 heads W_K^{hᵀ}W_Q^h, each unit-scaled; ``minilm:LAYER:HEAD``
+        is that one head alone); a ``.npy`` file of an
+        H×p×p array; an H×p×p array; or a sequence whose entries are anything :func:`resolve_weights`
+        takes (for example ``["minilm:2:0", "minilm:2:5"]``).
+
+    Returns
+    -------
+    (tuple of numpy.ndarray, str or list)
+
+    Examples
+    --------
+    >>> hs, ref = resolve_heads([np.eye(3), 2 * np.eye(3)])
+    >>> len(hs), len(ref)
+    (2, 2)
+    """
+    if isinstance(ref, dict):
+        return _from_reference(ref, "heads")
+    if isinstance(ref, (str, Path)):
+        text = str(ref)
+        if text.startswith(MINILM):   # all heads of a layer, or one head (H = 1)
+            layer, head = _minilm_parts("heads", text, True)
+            return (_minilm_heads(layer) if head is None else (_minilm_weight(layer, head),)), text
+        if not text.endswith(".npy"):
+            raise ParameterError("heads", text, "minilm:LAYER, a .npy file holding an H x p x p array, or a list")
+        A = _read_npy("heads", text, "an H x p x p array")
+        if A.ndim != 3 or A.shape[0] < 1:
+            raise ParameterError("heads", text, f"an H x p x p array (this file holds shape {A.shape})")
+        hs = check_heads(list(A))
+        return hs, {"path": text, "sha256": _file_sha256(Path(text))}
+    if isinstance(ref, np.ndarray) and ref.ndim == 3:
+        ref = list(ref)
+    if isinstance(ref, np.ndarray) and ref.ndim == 2:
+        raise ParameterError("heads", f"array of shape {ref.shape}", "a list of p×p matrices (or an H×p×p array)")
+    try:
+        entries = list(ref)
+    except TypeError:
+        raise ParameterError("heads", ref, "a list of p×p matrices or references") from None
+    if not entries:
+        raise ParameterError("heads", "[]", "a non-empty list of p×p matrices")
+    mats, refs = [], []
+    for entry in entries:
+        if isinstance(entry, (str, Path, dict)):
+            W, r = resolve_weights(entry, "heads")
+        else:
+            W, r = np.asarray(entry), None
+        mats.append(W)
+        refs.append(r)
+    hs = check_heads(mats)
+    from .provenance import array_digest
+
+    return hs, [r if r is not None else {"array": array_digest(W)} for r, W in zip(refs, hs)]
+
+
+# ----------------------------------------------------------------------------- the layer
+#: the combinations a layer cannot have, checked at construction: (the keys in conflict, the first named as
+#: the one to change; the test; what is allowed)
+RULES = (
+    (("heads", "weights"), lambda L: L.weights is not None and L.heads is not None,
+     "either weights= (one head W) or heads= (several), not both"),
+    (("temperature", "kernel"), lambda L: L.temperature is not None and L.kernel != "softmax",
+     "None unless kernel='softmax'"),
+    (("readout", "heads"), lambda L: L.readout != "concat" and L.heads is None,
+     "'concat' (the default) unless heads= is given"),
+    (("readout", "residual", "heads"), lambda L: L.residual and L.readout == "concat" and L.heads is not None
+     and len(L.heads) > 1,
+     "'sum' with residual=True and more than one head (the residual X is p×n; the concatenation is Hp×n)"),
+    (("activation", "kernel"), lambda L: L.activation is None and L.kernel != "softmax",
+     "an activation (only the softmax kernel does without one)"),
+)
+
+
+class Layer:
+    r"""An immutable description of the attention layer: activation, weights or heads, readout, residual, kernel.
+
+    Φ = X K with K = f(XᵀWX/√p)/√p (``weights`` W, or W = I + w_K w_Qᵀ from the geometry given to
+    :meth:`theory` / :meth:`simulate`); ``residual``: Φ = X(I + K); ``heads`` W_1..W_H with
+    ``readout='concat'`` (Φ = [XK_1; …; XK_H]) or ``'sum'`` (Φ = X Σ_h K_h); ``kernel='softmax'``:
+    the row softmax at ``temperature`` τ (docs/theory.md §13.3); ``diagonal``: K_ii from f, or 0.
+
+    Parameters
+    ----------
+    activation : str, sympy expression, callable, Activation or None
+        As :func:`symattn.activation` (None, or 'none', only with the softmax kernel). A plain callable is
+        applied as given by the Monte Carlo (centred by the theory); wrap it in ``sa.activation``.
+    weights : array_like, str or None
+        One p×p W: an array, a ``.npy`` path, ``minilm:LAYER`` or ``minilm:LAYER:HEAD``
+        (:func:`resolve_weights`).
+    heads : sequence, str or None
+        Several heads (:func:`resolve_heads`): ``minilm:LAYER`` (its 12 heads), a ``.npy`` H×p×p file,
+        or a list of arrays / references.
+    readout : {'concat', 'sum'}
+    residual : bool
+    kernel : {'entrywise', 'softmax'}
+    temperature : float or None
+        τ > 0 of the softmax (default 1 there).
+    diagonal : {'f', 'zero'}
+
+    Raises
+    ------
+    ParameterError
+        A bad value, or a combination of :data:`RULES`: it names the key to change, and the hint all the
+        keys in conflict.
+
+    Examples
+    --------
+    >>> L = Layer("tanh", residual=True)
+    >>> L.engine(), float(L.theory(0.5, 1.0).E) == float(memorization_error("tanh", 0.5, 1.0, residual=True))
+    ('residual', True)
+    >>> Layer.from_dict(json.loads(json.dumps(L.to_dict()))) == L
+    True
+    >>> Layer("tanh", temperature=2.0)
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid temperature=2.0: allowed None unless kernel='softmax'. The keys in conflict: temperature=2.0, kernel='entrywise'
+    """
+
+    __slots__ = ("activation", "weights", "heads", "readout", "residual", "kernel", "temperature", "diagonal",
+                 "_refs", "_digest")
+
+    def __init__(self, activation="tanh", weights=None, heads=None, readout: str = "concat", residual: bool = False,
+                 kernel: str = "entrywise", temperature=None, diagonal: str = "f"):
+        set_ = object.__setattr__
+        set_(self, "activation", _layer_activation(activation))
+        refs = {}
+        W = None
+        if weights is not None:
+            W, refs["weights"] = resolve_weights(weights)
+        hs = None
+        if heads is not None:
+            hs, refs["heads"] = resolve_heads(heads)
+        if not isinstance(residual, (bool, np.bool_)):
+            raise ParameterError("residual", residual, "True or False")
+        if kernel not in KERNELS:
+            raise ParameterError("kernel", kernel, "one of " + ", ".join(repr(k) for k in KERNELS))
+        if readout not in READOUTS:
+            raise ParameterError("readout", readout, "one of " + ", ".join(repr(r) for r in READOUTS))
+        if temperature is not None:
+            try:
+                temperature = float(temperature)
+            except (TypeError, ValueError):
+                raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf") from None
+            if not (np.isfinite(temperature) and temperature > 0):
+                raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
+        for name, value in (("weights", W), ("heads", hs), ("readout", readout), ("residual", bool(residual)),
+                            ("kernel", kernel), ("temperature", temperature), ("diagonal", check_diagonal(diagonal)),
+                            ("_refs", refs)):
+            set_(self, name, value)
+        for keys, bad, allowed in RULES:
+            if bad(self):
+                raise ParameterError(keys[0], self._shown(keys[0]), allowed, hint="the keys in conflict: " + ", ".join(
+                    f"{k}={self._shown(k)!r}" for k in keys))
+        set_(self, "_digest", None)
+
+    def _shown(self, key):
+        """The value of ``key`` as an error message shows it (arrays by their shape)."""
+        value = getattr(self, key)
+        if key == "weights" and value is not None:
+            return f"a {self.p}x{self.p} matrix"
+        if key == "heads" and value is not None:
+            return f"{len(value)} heads"
+        return value
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Layer is immutable: build a new one instead of setting {name!r}")
+
+    # -- identity
+    @property
+    def p(self):
+        """The dimension fixed by the weights or heads (None for the paper's model)."""
+        mats = (self.weights,) if self.weights is not None else self.heads
+        return None if mats is None else int(mats[0].shape[0])
+
+    @property
+    def activation_name(self) -> str | None:
+        """The activation as text: its catalog name, or its expression in x (None for the softmax alone)."""
+        return _activation_text(self.activation)
+
+    def to_dict(self) -> dict:
+        """The layer as JSON/TOML-ready data: every key of the constructor, None values left out.
+
+        Weights and heads are stored by reference (``minilm:…``), as ``{"path", "sha256"}`` of their
+        ``.npy`` file, or, for an array given in memory, as ``{"array": {"shape", "sha256"}}`` (which
+        :meth:`from_dict` refuses: it records, it cannot rebuild).
+
+        Examples
+        --------
+        >>> Layer("relu", heads=[np.eye(2), np.eye(2)], readout="sum").to_dict()["heads"][0]["array"]["shape"]
+        [2, 2]
+        """
+        out = {"activation": self.activation_name or "none"}
+        if self.weights is not None:
+            out["weights"] = self._refs["weights"]
+        if self.heads is not None:
+            out["heads"] = self._refs["heads"]
+        out.update(readout=self.readout, residual=self.residual, kernel=self.kernel, diagonal=self.diagonal)
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        return {k: v for k, v in out.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Layer":
+        """The layer of :meth:`to_dict` (or of a sweep spec's layer keys); unknown keys are refused.
+
+        Examples
+        --------
+        >>> Layer.from_dict({"activation": "erf", "residual": True}).to_dict()["residual"]
+        True
+        """
+        if not isinstance(data, dict):
+            raise ParameterError("layer", type(data).__name__, "a table of the keys " + ", ".join(LAYER_KEYS))
+        bad = sorted(set(data) - set(LAYER_KEYS))
+        if bad:
+            raise ParameterError(bad[0], data[bad[0]], "a layer key: one of " + ", ".join(LAYER_KEYS))
+        return cls(**{k: data[k] for k in LAYER_KEYS if k in data})
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the activation's expression, the weights' bytes and the flags (hex).
+
+        Two layers with the same digest compute the same numbers; a plain callable activation is
+        identified by its qualified name only."""
+        if self._digest is None:
+            from .provenance import array_digest
+
+            blob = {"activation": self.activation_name, "readout": self.readout, "residual": self.residual,
+                    "kernel": self.kernel, "temperature": self.temperature, "diagonal": self.diagonal,
+                    "weights": array_digest(self.weights),
+                    "heads": None if self.heads is None else [array_digest(W) for W in self.heads]}
+            text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
+            object.__setattr__(self, "_digest", hashlib.sha256(text.encode()).hexdigest())
+        return self._digest
+
+    def __eq__(self, other):
+        return isinstance(other, Layer) and other.digest == self.digest
+
+    def __hash__(self):
+        return hash(self.digest)
+
+    def __repr__(self):
+        shown = {k: v for k, v in self.to_dict().items() if LAYER_DEFAULTS.get(k, object()) != v
+                 or k == "activation"}
+        for k in ("weights", "heads"):
+            if isinstance(shown.get(k), (dict, list)):
+                shown[k] = (f"<{self.p}x{self.p} array>" if k == "weights" else f"<{len(self.heads)} heads>")
+        return "Layer(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    # -- the signal
+    def signal(self, spec="zero", snr=None):
+        r"""μ of a named signal, for a layer with weights or heads (p fixed by them).
+
+        - ``'zero'``: μ = 0 (returned as None);
+        - ``'top'``: √snr·e, e the top eigenvector of (W + Wᵀ)/2, W the weights or the first head
+          (:func:`symattn.realweights.signal_direction`; snr default 1);
+        - ``'random:SEED'``: √snr·v/‖v‖, v ~ N(0, I_p) from ``numpy.random.default_rng(SEED)``;
+        - ``FILE.npy`` or an array: that μ exactly (``snr`` must be unset).
+
+        Parameters
+        ----------
+        spec : str or array_like
+        snr : float or None
+            ‖μ‖² for 'top' and 'random:SEED' (default 1).
+
+        Returns
+        -------
+        numpy.ndarray or None
+
+        Examples
+        --------
+        >>> L = Layer("tanh", weights=np.diag([3.0, 1.0, 2.0]))
+        >>> L.signal("top", snr=4.0).tolist(), L.signal("zero")
+        ([2.0, 0.0, 0.0], None)
+        >>> round(float(np.sum(L.signal("random:7", snr=2.0) ** 2)), 12)
+        2.0
+        """
+        from .model import check_nonnegative
+        from .realweights import signal_direction
+
+        p = self.p
+        if isinstance(spec, str) and spec in ("zero", "none"):
+            if snr not in (None, 0, 0.0):
+                raise ParameterError("snr", snr, "0 or unset with mu = 'zero' (snr scales mu = 'top' or 'random:SEED')")
+            return None
+        if p is None:
+            raise ParameterError("mu", spec, "'zero' for a layer without weights or heads",
+                                 hint="the paper's model takes its signal as a geometry (snr, aligned, the Gram keys)")
+        if isinstance(spec, str) and (spec == "top" or spec.startswith("random:")):
+            s = 1.0 if snr is None else check_nonnegative("snr", snr)
+            if spec == "top":
+                return signal_direction(self.weights if self.weights is not None else self.heads[0], s)
+            seed = spec.split(":", 1)[1]
+            if not seed.strip().isdigit():
+                raise ParameterError("mu", spec, "random:SEED with an integer SEED >= 0")
+            v = np.random.default_rng(int(seed)).standard_normal(p)
+            return np.sqrt(s) * v / np.linalg.norm(v)
+        if snr is not None:
+            raise ParameterError("snr", snr, "unset when mu is given exactly (a file or an array)")
+        if isinstance(spec, (str, Path)):
+            if not str(spec).endswith(".npy"):
+                raise ParameterError("mu", spec, "one of zero, top, random:SEED or FILE.npy")
+            spec = _read_npy("mu", str(spec), "a vector")
+        return check_mu(spec, p)
+
+    # -- theory and simulation
+    def engine(self, structure: str = "auto", backend: str = "numpy") -> str:
+        r"""The name of the theory engine of :data:`THEORY_ENGINES` that :meth:`theory` uses for this layer.
+
+        - ``'paper'``: no weights, heads, residual or softmax (Theorem 1, docs/theory.md §5–6);
+        - ``'general-w'`` / ``'hermite-blocks'``: ``weights`` (§12.1 free noise; §12.8 blocks for a
+          low-rank W, :func:`symattn.backends.general_w_entry.kernel_structure`);
+        - ``'residual'``: the paper's layer with the residual (§13.1);
+        - ``'sum'``: heads summed, identical heads concatenated, or the residual of one W (§13.2);
+        - ``'concat'``: distinct heads concatenated (the block pencil, §13.2);
+        - ``'softmax'``: the row softmax (§13.3).
+
+        Examples
+        --------
+        >>> Layer("tanh").engine(), Layer(None, kernel="softmax").engine(), Layer("tanh", weights=np.eye(8)).engine()
+        ('paper', 'softmax', 'general-w')
+        """
+        if self.kernel == "softmax":
+            return "softmax"
+        if self.weights is not None:
+            if self.residual:
+                return "sum"
+            from .backends.general_w_entry import kernel_structure
+
+            kind = kernel_structure(self.weights, structure, backend=backend, diagonal=self.diagonal)
+            return "hermite-blocks" if kind == "blocks" else "general-w"
+        if self.heads is not None:
+            H = len(self.heads)
+            distinct = not all(np.array_equal(W, self.heads[0]) for W in self.heads[1:])
+            return "concat" if self.readout == "concat" and H > 1 and distinct else "sum"
+        return "residual" if self.residual else "paper"
+
+    def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
+               *, model: str = "attention", errors: str = "raise", structure: str = "auto", method=None):
+        r"""The deterministic equivalent E(γ) = −γ² F'(γ) of this layer, by the engine of :meth:`engine`.
+
+        Parameters
+        ----------
+        c : float or array_like
+            p/n, broadcast against ``gamma`` (a layer with weights fixes p, so n = round(p/c)).
+        gamma : float or array_like
+            The ridge γ > 0 (γ = 0: the ridgeless value of the paper's model, c < 1).
+        mu : array_like, optional
+            The signal μ (length p) of a layer with weights or heads (:meth:`signal` names some).
+        geometry : Geometry, dict or None
+            The Gram matrix of (μ, w_K, w_Q) of a layer without weights (paper, residual, softmax).
+        n : int, optional
+            Tokens: the finite-p diagonal d_n (paper), the softmax scale, or a check of round(p/c).
+        correction : {None, 'finite-p'}
+            The finite-p corrected theory (paper engine only, needs ``n``; docs/theory.md §10).
+        backend, dps : 'numpy' (float64) or 'mpmath' at ``dps`` digits.
+        model : {'attention', 'linear', 'both'}
+        errors : {'raise', 'nan'}
+            A point that cannot be solved raises ConvergenceError, or becomes NaN with a warning.
+        structure : {'auto', 'blocks', 'free'}
+            With weights: the kernel model (:func:`symattn.backends.general_w_entry.kernel_structure`).
+        method : None, 'closed' or 'quadrature'
+            Paper engine: how the bulk system is solved (:func:`symattn.theory.solve`).
+
+        Returns
+        -------
+        TheoryResult
+            E (``.E``), per model, shaped broadcast(c, gamma); ``parameters`` holds the layer's
+            :meth:`to_dict`, its digest and the engine's name.
+
+        Examples
+        --------
+        >>> r = Layer("tanh", heads=[np.eye(30)] * 2, readout="sum").theory(0.5, [0.1, 1.0], model="both")
+        >>> r.parameters["engine"], r.E["attention"].shape
+        ('sum', (2,))
+        """
+        from .theory import ERRORS_CHOICES, MODEL_CHOICES
+
+        if model not in MODEL_CHOICES:
+            raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
+        if errors not in ERRORS_CHOICES:
+            raise ParameterError("errors", errors, "'raise' or 'nan'")
+        name = self.engine("auto" if self.weights is None else structure, backend)
+        eng = THEORY_ENGINES[name]
+        given = {"mu": mu, "geometry": geometry, "correction": correction, "method": method,
+                 "structure": None if structure == "auto" else structure}
+        if mu is not None and self.p is None:
+            raise ParameterError("weights", None, "a p×p matrix W (or heads=) when mu= is given",
+                                 hint=_OPTION_HINTS["mu"])
+        for key, value in given.items():
+            if value is not None and key not in eng.options:
+                raise ParameterError(key, value if key != "mu" else "a vector",
+                                     f"None (the default) with the {name!r} engine ({eng.theory})",
+                                     hint=_OPTION_HINTS.get(key, ""))
+        if _zero_ridge(gamma) and name != "paper":
+            raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
+                                 "(the ridgeless value gamma = 0 is of the paper's model only)")
+        kw = {k: v for k, v in given.items() if k in eng.options}
+        out = eng.run(self, c, gamma, model=model, backend=backend, dps=dps, n=n, errors=errors, **kw)
+        from .theory import TheoryResult
+
+        if not isinstance(out, TheoryResult):
+            out = _as_result(out, c, gamma, model, backend, dps, n)
+        out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
+        return out
+
+    def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
+                 seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
+                 trace_estimator: bool = False, dtype: str = "float64", method: str = "auto", batch=None):
+        r"""Exact Monte Carlo of E_A and E_LR for this layer at n tokens (docs/theory.md §2).
+
+        Per draw X = μyᵀ + Z (p×n, p = round(c·n)), Φ as the layer says, M = ΦᵀΦ/n, and
+        E(γ) = (γ²/n) Σ_k (v_kᵀy)²/(λ_k + γ)² for every γ from one decomposition of M
+        (:func:`symattn.montecarlo.exact_monte_carlo`, which documents every option).
+
+        Parameters
+        ----------
+        n, c, gamma : tokens, p/n and the ridges.
+        mu, geometry : the signal: a vector μ (with weights or heads), or the Gram geometry.
+        draws, seed : independent draws and the root seed.
+        backend, device, progress, models, trace_estimator, dtype, method, batch
+            As :func:`symattn.montecarlo.exact_monte_carlo`.
+
+        Returns
+        -------
+        SimulationResult
+
+        Examples
+        --------
+        >>> r = Layer("tanh").simulate(n=60, c=0.5, gamma=[1.0], draws=2)
+        >>> r.attention.shape
+        (2, 1)
+        """
+        from .montecarlo import exact_monte_carlo
+
+        res = exact_monte_carlo(
+            self.activation, n=n, c=c, gamma=gamma, geometry=geometry, draws=draws, seed=seed, backend=backend,
+            device=device, diagonal=self.diagonal, weights=self.weights, mu=mu, progress=progress, models=models,
+            trace_estimator=trace_estimator, dtype=dtype, method=method, residual=self.residual,
+            heads=None if self.heads is None else list(self.heads), readout=self.readout, kernel=self.kernel,
+            temperature=self.temperature, batch=batch)
+        res.provenance["parameters"]["layer"] = self.to_dict()
+        res.provenance["parameters"]["layer_digest"] = self.digest
+        return res
+
+
+def _layer_activation(spec):
+    """The activation of a layer: an Activation for names and expressions (resolved once), a plain
+    callable as given, None for the softmax alone."""
+    if spec is None or isinstance(spec, str) and spec == "none":
+        return None
+    if hasattr(spec, "numpy") and callable(getattr(spec, "numpy")):
+        return spec
+    import sympy
+
+    if isinstance(spec, (str, sympy.Basic)):
+        from .activations.activation import activation
+        from .errors import ActivationError
+
+        try:
+            return activation(spec)
+        except ActivationError as exc:
+            if isinstance(exc, ParameterError):
+                raise
+            raise ParameterError("activation", spec, "a catalog name (tanh, erf, relu, ...) or a SymPy "
+                                 "expression in x", hint=str(exc)) from None
+    if callable(spec):
+        return spec
+    raise ParameterError("activation", spec, "an Activation, a catalog name or SymPy string in x, or a callable")
+
+
+def _activation_text(act) -> str | None:
+    if act is None:
+        return None
+    from .activations.activation import Activation, activation
+
+    if isinstance(act, Activation):
+        try:
+            if activation(act.name) is act:
+                return act.name
+        except Exception:  # noqa: BLE001 - a name that is not a spec: fall back to the expression
+            pass
+        expr = getattr(act, "expr", None)
+        return str(expr) if expr is not None else f"callable:{act.name}"
+    return "callable:" + getattr(act, "__qualname__", type(act).__name__)
+
+
+def _zero_ridge(gamma) -> bool:
+    try:
+        return bool(np.any(np.asarray(gamma, dtype=float) == 0))
+    except (TypeError, ValueError):
+        return False
+
+
+def _as_result(values, c, gamma, model, backend, dps, n):
+    """A TheoryResult around an engine's E (an array, or a dict of both models)."""
+    from .theory import TheoryResult
+
+    E = values if isinstance(values, dict) else {model: values}
+    shape = np.shape(next(iter(E.values())))
+    cb = np.broadcast_to(np.asarray(c, dtype=float), shape).copy()
+    gb = np.broadcast_to(np.asarray(gamma, dtype=object if backend == "mpmath" else float), shape).copy()
+    return TheoryResult(c=cb, gamma=gb, model=model, attention=E.get("attention"), linear=E.get("linear"),
+                        parameters={"n": n, "backend": backend, "dps": dps})
+
+
+# ----------------------------------------------------------------------------- the engines
+@dataclass(frozen=True)
+class Engine:
+    """One theory engine of :data:`THEORY_ENGINES`: its name, the theory it evaluates, the options it takes.
+
+    ``run(layer, c, gamma, *, model, backend, dps, n, errors, **options)`` returns a
+    :class:`~symattn.theory.TheoryResult` or E (an array, or a dict per model)."""
+
+    name: str
+    theory: str
+    options: tuple
+    run: Callable
+
+
+def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, correction=None, method=None):
+    from .theory import ridgeless, solve
+
+    if _zero_ridge(gamma):
+        values = ridgeless(layer.activation, c, gamma, geometry, model, backend, dps, n, layer.diagonal, correction,
+                           errors)
+        return _as_result(values, c, gamma, model, backend, dps, n)
+    return solve(layer.activation, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
+                 diagonal=layer.diagonal, correction=correction, errors=errors, method=method)
+
+
+def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, structure=None):
+    from .backends.general_w_entry import general_memorization_error
+
+    return general_memorization_error(layer.activation, c, gamma, layer.weights, mu, model=model, backend=backend,
+                                      n=n, diagonal=layer.diagonal, errors=errors, dps=dps,
+                                      structure=structure or "auto")
+
+
+def _softmax(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None):
+    from .variants import variant_error
+
+    if layer.weights is not None or layer.heads is not None:
+        raise ParameterError("kernel", layer.kernel, "'entrywise' with weights= or heads=",
+                             hint="the softmax theory (docs/theory.md §13.3) is of W = I + low rank: kernel='softmax' "
+                                  "without weights=; simulate the others with sa.simulate")
+    return variant_error(layer.activation, c, gamma, geometry=geometry,
+                         model=model, backend=backend, dps=dps, n=n, diagonal=layer.diagonal, residual=layer.residual,
+                         kernel=layer.kernel, temperature=layer.temperature)
+
+
+def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geometry=None):
+    from .variants import variant_error
+
+    if layer.weights is not None:  # the residual layer of one head W: heads=[W] summed (docs/theory.md §13.1)
+        return variant_error(layer.activation, c, gamma, model=model, backend=backend, dps=dps, n=n,
+                             diagonal=layer.diagonal, residual=layer.residual, heads=[layer.weights], readout="sum",
+                             mu=mu)
+    return variant_error(layer.activation, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
+                         diagonal=layer.diagonal, residual=layer.residual,
+                         heads=None if layer.heads is None else list(layer.heads), readout=layer.readout, mu=mu)
+
+
+#: the theory engines, keyed by :meth:`Layer.engine`
+THEORY_ENGINES = {e.name: e for e in (
+    Engine("paper", "Theorem 1: closed form, quadrature fallback (docs/theory.md §5-7, §10)",
+           ("geometry", "correction", "method"), _paper),
+    Engine("general-w", "general W, free elliptic noise (docs/theory.md §12.1)", ("mu", "structure"), _general_w),
+    Engine("hermite-blocks", "low-rank W, structured Hermite blocks (docs/theory.md §12.8)", ("mu", "structure"),
+           _general_w),
+    Engine("residual", "the residual layer X(I + K) (docs/theory.md §13.1)", ("geometry",), _variant),
+    Engine("sum", "summed heads, identical heads, one head's residual (docs/theory.md §13.1-13.2)", ("mu",),
+           _variant),
+    Engine("concat", "distinct heads concatenated: the block pencil (docs/theory.md §13.2)", ("mu",), _variant),
+    Engine("softmax", "the row softmax kernel (docs/theory.md §13.3)", ("geometry",), _softmax),
+)}
+_OPTION_HINTS = {
+    "mu": "the paper's model takes its signal as geometry=; mu= is the vector of a layer with weights= or heads=",
+    "geometry": "with weights= or heads= the signal is the vector mu=",
+    "correction": "the finite-p correction is of the paper's model only (no weights, heads, residual or softmax)",
+    "structure": "structure= chooses the kernel model of a layer with weights=",
+    "method": "method= chooses the paper model's bulk solver",
+}
+
+
+# ----------------------------------------------------------------------------- the function forms
+def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
+                       backend: str = "numpy", dps: int | None = None, n: int | None = None,
+                       diagonal: str = "f", correction: str | None = None, errors: str = "raise",
+                       residual: bool = False, heads=None, readout: str = "concat", kernel: str = "entrywise",
+                       temperature=None, weights=None, mu=None, structure: str = "auto"):
+    r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
+
+    ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).theory(c, gamma, mu,
+    geometry, n, correction, backend, dps, model=..., errors=..., structure=...).E``: the function form of
+    :meth:`Layer.theory`. E_A is the attention error (docs/theory.md §6; §12 with ``weights``, §13 for
+    the variants), E_LR the linear-regression error (docs/theory.md §3).
+
+    Parameters
+    ----------
+    f : str, sympy expression, callable or Activation
+        The activation: a catalog name (``"tanh"``), a SymPy string in ``x`` (``"x*erf(x)"``),
+        a SymPy expression, a callable, or an :class:`~symattn.Activation`. The model uses the
+        centred f − a0.
+    c : float or array_like
+        The ratio p/n > 0, broadcast against ``gamma``.
+    gamma : float or array_like
+        The ridge γ > 0; γ = 0 gives the ridgeless value, the γ → 0 limit, which exists for
+        c < 1 (docs/theory.md §7.6); at c ≥ 1 it raises ParameterError.
+    geometry : Geometry, dict or None
+        The Gram matrix of (μ, w_K, w_Q) (:class:`~symattn.Geometry`); None means μ = w = 0.
+    model : {'attention', 'linear', 'both'}
+        E_A, E_LR or both.
+    backend : {'numpy', 'mpmath'}
+        float64 and vectorised, or mpmath at ``dps`` digits (default 30).
+    dps : int, optional
+        Decimal digits of the mpmath backend.
+    n : int, optional
+        The number of tokens: the finite-p diagonal d_n at p = round(c·n) replaces
+        d = lim f(√p)/√p (docs/theory.md §1.3).
+    diagonal : {'f', 'zero'}
+        The kernel's diagonal is f (giving d) or zero (d = 0).
+    correction : {None, 'finite-p'}
+        None for the asymptotic theory, 'finite-p' (needs ``n``) for the finite-p corrected
+        attention theory (docs/theory.md §10).
+    errors : {'raise', 'nan'}
+        A point that cannot be solved raises :class:`~symattn.errors.ConvergenceError`
+        (default), or becomes NaN, the other points kept, with one
+        :class:`~symattn.errors.FailedPointsWarning` listing the failed points and reasons.
+        Every returned E is finite and in [0, 1] (see :func:`symattn.theory.solve`).
+    residual, heads, readout, kernel, temperature, weights
+        The layer (:class:`Layer`): Φ = X(I + K) (``residual``); heads W_1..W_H with ``readout``
+        'concat' or 'sum'; the row softmax (``kernel='softmax'``, ``temperature=τ``, needs ``n`` and
+        ``diagonal='zero'``); one exact p×p W (``weights``, an array, a .npy path or ``minilm:LAYER[:HEAD]``;
+        the kernel f(XᵀWX/√p)/√p, n = round(p/c)). What the theory does not cover is refused with a
+        ParameterError saying why.
+    mu : array_like, optional
+        The signal μ (length p) with ``weights`` or ``heads``.
+    structure : {'auto', 'blocks', 'free'}
+        With ``weights``: the kernel model of its nonlinear part, the free elliptic noise of
+        docs/theory.md §12.1 ('free') or the structured Hermite blocks of §12.8 for a low-rank W
+        ('blocks'); 'auto' takes 'blocks' when rank W <= min(64, p/4).
+
+    Returns
+    -------
+    numpy.ndarray or dict
+        A float array of shape broadcast(c, gamma) -- or, for model='both',
+        ``{"attention": array, "linear": array}``. With backend='mpmath' the arrays hold mpf.
+
+    Examples
+    --------
+    >>> E = memorization_error("tanh", c=0.5, gamma=[0.01, 1.0], model="both")
+    >>> bool(np.all(E["attention"] >= E["linear"]))      # no signal: attention memorises worse
+    True
+    >>> float(memorization_error("tanh", c=0.5, gamma=0.0))  # ridgeless: rank Φ = p, E_A(0) = 1 − c
+    0.5
+    """
+    layer = Layer(f, weights=weights, heads=heads, readout=readout, residual=residual, kernel=kernel,
+                  temperature=temperature, diagonal=diagonal)
+    return layer.theory(c, gamma, mu=mu, geometry=geometry, n=n, correction=correction, backend=backend, dps=dps,
+                        model=model, errors=errors, structure=structure).E
+
+
+def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
+             seed=0, backend: str = "numpy", device=None, diagonal: str = "f", weights=None, mu=None,
+             progress=None, models=MODELS, trace_estimator: bool = False,
+             dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
+             readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None, W=None):
+    r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n.
+
+    ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).simulate(n, c, gamma, mu,
+    geometry, draws, seed, ...)``: per draw X = μyᵀ + Z (p×n, p = round(c·n)), Φ of the layer,
+    M = ΦᵀΦ/n, and E(γ) = (γ²/n) Σ_k (v_kᵀy)²/(λ_k+γ)² for every γ from one decomposition of M
+    (docs/theory.md §2; every option is documented at :func:`symattn.montecarlo.exact_monte_carlo`).
+
+    Parameters
+    ----------
+    f : Activation, str, sympy expression, callable or None
+        The activation (a plain callable is applied as given; None with the softmax kernel).
+    n, c, gamma : tokens n >= 2, ratio c = p/n, ridges γ > 0.
+    geometry : Geometry, dict or None
+        The Gram matrix of (μ, w_K, w_Q), embedded by ``Geometry.vectors(p)``.
+    draws, seed : independent draws >= 1 and the root seed.
+    weights, mu : one explicit p×p W (array, .npy path or ``minilm:LAYER[:HEAD]``) and/or the signal μ (p,).
+    W : deprecated name of ``weights`` (a DeprecationWarning).
+    backend, device, diagonal, progress, models, trace_estimator, dtype, method, batch
+        As :func:`symattn.montecarlo.exact_monte_carlo`.
+    residual, heads, readout, kernel, temperature
+        The layer's variant (:class:`Layer`).
+
+    Returns
+    -------
+    SimulationResult
+        The per-draw errors, their means and standard errors, the seed, the sizes and the provenance.
+
+    Examples
+    --------
+    >>> r = simulate("tanh", n=200, c=0.5, gamma=[0.1, 1.0], draws=3, seed=0)
+    >>> r.attention.shape, r.attention_mean.round(2).tolist()
+    ((3, 2), [0.63, 0.76])
+    """
+    if W is not None:
+        if weights is not None:
+            raise ParameterError("W", "a matrix", "unset when weights= is given (W= is the old name of weights=)")
+        warnings.warn("simulate(W=...) is deprecated: use weights=, the name memorization_error and Layer use",
+                      DeprecationWarning, stacklevel=2)
+        weights = W
+    try:
+        layer = Layer(f, weights=weights, heads=heads, readout=readout, residual=residual, kernel=kernel,
+                      temperature=temperature, diagonal=diagonal)
+        return layer.simulate(n, c, gamma, mu=mu, geometry=geometry, draws=draws, seed=seed, backend=backend,
+                              device=device, progress=progress, models=models, trace_estimator=trace_estimator,
+                              dtype=dtype, method=method, batch=batch)
+    except ParameterError as err:
+        if W is None or err.name not in ("weights", "heads"):
+            raise
+        raise ParameterError("W", err.value, err.allowed) from None   # named as the caller named it
