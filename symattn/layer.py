@@ -287,7 +287,7 @@ class Layer:
     >>> Layer("tanh", temperature=2.0)
     Traceback (most recent call last):
     ...
-    symattn.errors.ParameterError: invalid temperature=2.0: allowed None unless kernel='softmax'. The keys in conflict: temperature=2.0, kernel='entrywise'
+    symattn.errors.ParameterError: invalid temperature=2.0: allowed None unless kernel='softmax'. the keys in conflict: temperature=2.0, kernel='entrywise'
     """
 
     __slots__ = ("activation", "weights", "heads", "readout", "residual", "kernel", "temperature", "diagonal",

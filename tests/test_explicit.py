@@ -197,14 +197,16 @@ def test_compiled_numpy_and_mpmath_equal_the_exact_steps():
     exact = [ex.evaluate(t, vals) for t in (ex.E_A, dE)]
     fn = ex.compile("numpy", (ex.E_A, dE))
     got = fn(*[float(vals[s]) for s in fn.args])
-    for g, e in zip(got, exact):
-        assert abs(g - float(e)) < 1e-12 * abs(float(e))
+    for g, e in zip(got, exact):   # random values, no solution: E_A ~ -3e3 from cancelling steps (cond ~ 1e4)
+        assert abs(g - float(e)) < 1e-9 * abs(float(e))
     fm = ex.compile("mpmath", (ex.E_A, dE))
     with mpmath.workdps(50):
         got = fm(*[mpmath.mpf(vals[s].p) / vals[s].q for s in fm.args])
         for g, e in zip(got, exact):
             assert abs(g - mpmath.mpf(sp.N(e, 60))) < mpmath.mpf(10) ** -45 * abs(g)
-    assert "_mpq(" in fm.source and "np." not in fm.source.split("\n", 1)[1].replace("np.sqrt", "")
+    import re
+
+    assert "_msqrt(c)" in fm.source and not re.search(r"\d\.\d|np\.", fm.source)   # no float literal: exact at any dps
     assert ex.compile("numpy", (ex.E_A, dE)) is fn                # cached
     with pytest.raises(sa.ParameterError, match="backend"):
         ex.compile("torch")
