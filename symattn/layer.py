@@ -628,15 +628,8 @@ def _layer_activation(spec):
 
     if isinstance(spec, (str, sympy.Basic)):
         from .activations.activation import activation
-        from .errors import ActivationError
 
-        try:
-            return activation(spec)
-        except ActivationError as exc:
-            if isinstance(exc, ParameterError):
-                raise
-            raise ParameterError("activation", spec, "a catalog name (tanh, erf, relu, ...) or a SymPy "
-                                 "expression in x", hint=str(exc)) from None
+        return activation(spec)   # an ActivationError names a bad one
     if callable(spec):
         return spec
     raise ParameterError("activation", spec, "an Activation, a catalog name or SymPy string in x, or a callable")
