@@ -38,6 +38,38 @@ def finite_or_none(x):
     return v if math.isfinite(v) else None
 
 
+def decimal(x, digits: int):
+    """An mpmath number as a decimal string of ``digits`` significant digits (JSON keeps every digit);
+    a float for other numbers; None for None, ±inf and NaN.
+
+    Parameters
+    ----------
+    x : mpmath.mpf, number or None
+    digits : int
+        Significant digits of the string (the ``dps`` of the computation).
+
+    Returns
+    -------
+    str, float or None
+
+    Examples
+    --------
+    >>> import mpmath
+    >>> with mpmath.workdps(40):
+    ...     decimal(mpmath.mpf(1) / 3, 40)
+    '0.3333333333333333333333333333333333333333'
+    >>> decimal(0.25, 40), decimal(float("nan"), 40)
+    (0.25, None)
+    """
+    import mpmath
+
+    if isinstance(x, (mpmath.mpf, mpmath.mpc)):
+        if not mpmath.isfinite(x):
+            return None
+        return mpmath.nstr(x, digits)
+    return finite_or_none(x)
+
+
 def jsonable(obj):
     """Convert numpy/mpmath scalars and arrays to plain Python; non-finite floats become None.
 

@@ -221,9 +221,9 @@ def _plain(v, digits: int = 17):
         return [_plain(x, digits) for x in arr] if arr.ndim else _plain(arr.item(), digits)
     if isinstance(v, np.generic):
         return v.item()
-    import mpmath
+    from .formatting import decimal
 
-    return mpmath.nstr(v, digits)
+    return decimal(v, digits)
 
 
 @lru_cache(maxsize=None)

@@ -657,3 +657,18 @@ def test_variant_flags_give_the_library_values(capsys, tmp_path):
     np.testing.assert_allclose(sig["E_attention"], ref, rtol=1e-10)
     np.testing.assert_allclose(sig["E_linear"], symattn.memorization_error(
         "tanh", 0.5, g, geometry=symattn.Geometry(snr=2.0), model="linear"), rtol=1e-10)
+
+
+def test_solve_mpmath_json_keeps_the_digits(capsys):
+    """--backend mpmath --dps 40 --json: E_* are decimal strings of 40 significant digits, the library's
+    40-digit values (not floats)."""
+    import mpmath
+
+    data = run_json(capsys, "solve", "-a", "tanh", "--c", 0.5, "--gamma", 0.1, 1, "--backend", "mpmath",
+                    "--dps", 40, "--model", "both")
+    with mpmath.workdps(40):
+        for m in ("attention", "linear"):
+            ref = symattn.memorization_error("tanh", 0.5, [0.1, 1.0], model=m, backend="mpmath", dps=40)
+            for s, r in zip(data[f"E_{m}"], ref):
+                assert isinstance(s, str) and len(s.lstrip("0.").rstrip("0")) >= 38, s
+                assert abs(mpmath.mpf(s) - r) <= mpmath.mpf(10) ** -38 * abs(r)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..formatting import finite_or_none
+from ..formatting import decimal, finite_or_none
 from ..model import N_MAX, STRONG_SIGNAL_T
 from .common import (EXIT_OK, add_activation_arg, add_command, add_diagonal_arg, add_dps_arg, add_gamma_arg,
                      add_geometry_args, add_variant_args, add_weights_args, finish_command, fmt, format_table,
@@ -35,7 +35,7 @@ DESCRIPTION = """
     is then 3.
 
     JSON: {"gamma", "E_attention", "E_linear", "a1", "nu", "d", "provenance"}; E_* are lists
-    aligned with gamma, and the key of a model not requested (--model linear or attention) is
+    aligned with gamma (with --backend mpmath, decimal strings of --dps significant digits), and the key of a model not requested (--model linear or attention) is
     omitted. d is the diagonal constant used (d_n with --n, 0 with --diagonal zero, null if
     infinite). With --n the object also has "t"; with --finite-p, "correction": "finite-p".
     With several c it also has "c", E_* are lists of rows (one per c, each aligned with gamma),
@@ -108,11 +108,13 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
 
     gamma = np.asarray(gamma, dtype=float).reshape(-1)
     zero = gamma == 0
-    row = np.full(gamma.shape, np.nan)
+    exact = kwargs.get("backend") == "mpmath"   # mpmath values stay mpf: printed with their digits
+    row = np.full(gamma.shape, np.nan, dtype=object if exact else float)
     failed = []
     if zero.any():  # γ = 0: the ridgeless value (docs/theory.md §7.6); c >= 1 raises ParameterError naming gamma
         try:
-            row[zero] = float(memorization_error(f, c, 0.0, model=model, **kwargs))
+            E0 = memorization_error(f, c, 0.0, model=model, **kwargs)
+            row[zero] = np.asarray(E0, dtype=object).item() if exact else float(E0)
         except ConvergenceError as exc:
             if not keep_going:
                 raise
@@ -121,7 +123,8 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FailedPointsWarning)  # the caller reports every failed point itself
             res = solve(f, c, gamma[~zero], model=model, errors="nan" if keep_going else "raise", **kwargs)
-        row[~zero] = np.asarray(np.asarray(res.E, dtype=object).astype(float)).reshape(-1)
+        E = np.asarray(res.E, dtype=object).reshape(-1)
+        row[~zero] = E if exact else E.astype(float)
         failed += [(float(p["gamma"]), str(p.get("reason") or "no convergence")) for p in (res.failures or [])]
     return row, failed
 
@@ -229,7 +232,7 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
             for m in models:
                 row, bad = _solve_row(f, float(ci), gamma, m, errors == "nan",
                                       **kwargs, correction=correction if m == "attention" else None)
-                rows[m].append(row.tolist())
+                rows[m].append([decimal(v, dps) for v in row] if backend == "mpmath" else row.tolist())
                 failed += [{"c": float(ci), "gamma": g, "model": m, "error": msg} for g, msg in bad]
     out = {"c": cs.tolist()} if several else {}
     out["gamma"] = gamma.tolist()
