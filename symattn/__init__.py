@@ -38,6 +38,7 @@ _PUBLIC = {
     "PrecisionWarning": "errors",
     "FailedPointsWarning": "errors",
     "FiniteSizeWarning": "errors",
+    "AccuracyWarning": "errors",
     "Layer": "layer",
     "memorization_error": "layer",
     "solve": "theory",

@@ -138,6 +138,25 @@ class ConvergenceError(SymattnError, ArithmeticError):
         super().__init__("; ".join(parts))
 
 
+class AccuracyWarning(UserWarning):
+    r"""A theory value is not validated by the accuracy atlas (docs/accuracy.md): the measured Monte Carlo
+    gap of a nearby atlas cell exceeds max(3 se, 3 %), or the point lies outside the measured cells.
+
+    ``TheoryResult.accuracy`` (:class:`symattn.accuracy.Accuracy`) has the gaps, standard errors and
+    distances per point.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import symattn as sa
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = sa.memorization_error("tanh", 20.0, 1e-6)          # far outside the measured cells
+    >>> any(issubclass(w.category, sa.AccuracyWarning) for w in caught)
+    True
+    """
+
+
 class FiniteSizeWarning(UserWarning):
     r"""The finite-p signal strength is large, ``|t| > 0.15`` with t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p: the
     asymptotic theory overestimates E_A at that size (docs/theory.md §10.1).

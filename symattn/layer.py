@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,7 +41,7 @@ from .errors import ParameterError
 from .model import KERNELS, MODELS, READOUTS, check_diagonal, check_heads, check_mu, check_weights
 
 __all__ = ["Layer", "Engine", "THEORY_ENGINES", "memorization_error", "simulate", "resolve_weights",
-           "resolve_heads", "SIGNALS"]
+           "resolve_heads", "tiled", "SIGNALS"]
 
 #: the keys of :meth:`Layer.to_dict` (the constructor's keywords)
 LAYER_KEYS = ("activation", "weights", "heads", "readout", "residual", "kernel", "temperature", "diagonal")
@@ -152,8 +153,33 @@ def _checked_weights(key, W) -> np.ndarray:
     return W
 
 
+def tiled(W, T: int) -> np.ndarray:
+    r"""W ⊗ I_T: the same spectrum and normalised traces at T times the dimension (read-only).
+
+    The n-law of a real W: at fixed c the theory is unchanged and the sizes grow, p → pT, n → nT.
+
+    Examples
+    --------
+    >>> tiled(np.diag([1.0, 2.0]), 2).diagonal().tolist()
+    [1.0, 1.0, 2.0, 2.0]
+    """
+    out = np.kron(np.asarray(W, dtype=float), np.eye(int(T)))
+    out.setflags(write=False)
+    return out
+
+
 def _from_reference(ref: dict, key: str):
-    """W (or a list of heads) from a stored ``{"path", "sha256"}``; an in-memory array cannot be rebuilt."""
+    """W (or a list of heads) from a stored reference: ``{"path", "sha256"}`` of a file, or ``{"tile": T,
+    "of": reference}`` (each matrix tiled, :func:`tiled`); an in-memory array cannot be rebuilt."""
+    if "tile" in ref:
+        from .validation import check_int
+
+        T = check_int("tile", ref["tile"], 1, 64)
+        if key == "heads":
+            hs, inner = resolve_heads(ref.get("of"))
+            return tuple(tiled(W, T) for W in hs), {"tile": T, "of": inner}
+        W, inner = resolve_weights(ref.get("of"), key)
+        return tiled(W, T), {"tile": T, "of": inner}
     if "path" not in ref:
         raise ParameterError(key, ref, "a minilm: reference or {path, sha256} of a .npy file",
                              hint="an array given in memory is recorded by its digest only and cannot be rebuilt")
@@ -575,7 +601,47 @@ class Layer:
         if not isinstance(out, TheoryResult):
             out = _as_result(out, c, gamma, model, backend, dps, n)
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
+        if model != "linear":   # E_LR is a closed form: the atlas measures the attention theory
+            from .accuracy import assess
+
+            out.accuracy = assess(name, self.activation_name, out.c, np.asarray(out.gamma, dtype=float),
+                                  **self.features(mu, geometry))
+            text = out.accuracy.message()
+            if text is not None:
+                from .errors import AccuracyWarning
+
+                warnings.warn(AccuracyWarning(text), stacklevel=_caller_level())
         return out
+
+    def features(self, mu=None, geometry=None) -> dict:
+        r"""Where this layer and signal sit in the accuracy atlas' parameter space (:mod:`symattn.accuracy`).
+
+        ``snr`` = ‖μ‖²; ``align`` = the alignment of μ with the top direction e of (W + Wᵀ)/2, (μᵀe)²/‖μ‖²
+        (W the weights, Σ_h W_h for heads), or for the paper's geometry μᵀw_K μᵀw_Q/(‖μ‖² ‖w_K‖ ‖w_Q‖);
+        ``log_reff`` = log10(r_eff/p) with the effective rank r_eff = ‖W‖_F⁴/‖WᵀW‖_F² (0 for the paper's W = I).
+
+        Examples
+        --------
+        >>> from symattn import Geometry
+        >>> Layer("tanh").features(geometry=Geometry.aligned(2.0))
+        {'snr': 2.0, 'align': 1.0, 'log_reff': 0.0}
+        """
+        from .model import as_geometry
+
+        if self.p is None:
+            geo = as_geometry(geometry).as_dict()
+            snr, norm = float(geo["snr"]), math.sqrt(max(float(geo["wk2"]) * float(geo["wq2"]), 0.0))
+            align = float(geo["mu_wk"]) * float(geo["mu_wq"]) / (snr * norm) if snr > 0 and norm > 0 else 0.0
+            return {"snr": snr, "align": align, "log_reff": 0.0}
+        W = self.weights if self.weights is not None else sum(self.heads)
+        reff = float(np.sum(W * W)) ** 2 / float(np.sum((W.T @ W) ** 2))
+        mu = None if mu is None else np.asarray(mu, dtype=float)
+        snr = 0.0 if mu is None else float(mu @ mu)
+        align = 0.0
+        if snr > 0:
+            e = np.linalg.eigh((W + W.T) / 2)[1][:, -1]
+            align = float(mu @ e) ** 2 / snr
+        return {"snr": snr, "align": align, "log_reff": math.log10(reff / self.p)}
 
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
@@ -615,6 +681,16 @@ class Layer:
         res.provenance["parameters"]["layer"] = self.to_dict()
         res.provenance["parameters"]["layer_digest"] = self.digest
         return res
+
+
+def _caller_level() -> int:
+    """The stack level of the first frame outside symattn (a warning points at the user's line)."""
+    import sys
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("symattn"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _layer_activation(spec):

@@ -61,6 +61,9 @@ class TheoryResult:
         quadrature solver did (``method='quadrature'``, or where the closed form does not apply).
     failures : list
         With ``errors='nan'``: one dict per failed point (its parameters and ``reason``); its E is NaN.
+    accuracy : symattn.accuracy.Accuracy or None
+        The measured accuracy of the attention theory at each point, from the accuracy atlas
+        (set by :meth:`symattn.Layer.theory`; docs/accuracy.md).
     parameters : dict
         Everything the result depends on: activation and its constants a1, ν, s², d, diagonal,
         geometry (Gram matrix), n, correction, backend and dps.
@@ -108,6 +111,7 @@ class TheoryResult:
     closed: np.ndarray | None = None
     failures: list = field(default_factory=list)
     parameters: dict = field(default_factory=dict)
+    accuracy: object = field(default=None, repr=False)
     constants: object = field(default=None, repr=False)
 
     @property
@@ -202,6 +206,7 @@ class TheoryResult:
                 ("F_linear", "F_linear"), ("bulk", "bulk"), ("residuals", "residuals"), ("precision", "precision"))},
             "iterations": self.iterations,
             "failures": _plain(self.failures, digits),
+            "accuracy": None if self.accuracy is None else self.accuracy.to_dict(),
             "parameters": _plain(self.parameters, digits),
         }
 

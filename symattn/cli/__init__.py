@@ -159,6 +159,7 @@ COMMANDS: dict[str, str] = {
     "codegen": "symattn.cli.codegen:add_parser",
     "verify": "symattn.cli.verify:add_parser",
     "sweep": "symattn.cli.sweep:add_parser",
+    "atlas": "symattn.cli.atlas:add_parser",
 }
 
 #: Entry-point group through which other distributions may add commands.

@@ -98,7 +98,8 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     from ..backends.general_w import general_w_constants
     from ..backends.general_w_entry import kernel_structure
     from ..model import check_c, check_gamma, check_mu, check_weights, weight_rank
-    from ..layer import memorization_error
+    from ..formatting import finite_or_none
+    from ..layer import Layer
 
     W = check_weights(W)
     mu = check_mu(mu, W.shape[0])
@@ -111,18 +112,26 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     models = ["attention", "linear"] if model == "both" else [model]
     rows = {m: [] for m in models}
     ns = []
+    layer = Layer(f, weights=W, diagonal=diagonal)
+    accuracy = []
     for ci in cs:
-        E = memorization_error(f, ci, gamma, model=model, n=n, diagonal=diagonal, weights=W, mu=mu,
-                               structure=structure)
-        E = E if model == "both" else {model: E}
+        r = layer.theory(ci, gamma, mu=mu, n=n, model=model, structure=structure)
+        E = r.E if model == "both" else {model: r.E}
         for m in models:
             rows[m].append(np.asarray(E[m], dtype=float).tolist())
         ns.append(int(round(p / ci)))
+        if r.accuracy is not None:   # the accuracy atlas' measurement nearby (docs/accuracy.md)
+            a = r.accuracy
+            accuracy.append([{"flag": a.flag(j), "gap": finite_or_none(a.gap.flat[j]),
+                              "se": finite_or_none(a.se.flat[j]), "distance": finite_or_none(a.distance.flat[j])}
+                             for j in range(a.gap.size)])
     several = len(cs) > 1
     out = {"c": cs} if several else {}
     out["gamma"] = gamma.tolist()
     for m in models:
         out[f"E_{m}"] = rows[m] if several else rows[m][0]
+    if accuracy:
+        out["accuracy"] = accuracy if several else accuracy[0]
     out.update({"p": p, "n": ns if several else ns[0], "omega": k.omega, "rho": k.rho, "tau": k.tau,
                 "a1": k.a1, "s2": k.s2, "t": k.t, "rank": weight_rank(W),
                 "structure": kernel_structure(W, structure, diagonal=diagonal) if model != "linear" else None})

@@ -40,8 +40,10 @@ DESCRIPTION = """
     infinite). With --n the object also has "t"; with --finite-p, "correction": "finite-p".
     With several c it also has "c", E_* are lists of rows (one per c, each aligned with gamma),
     and "t" (and "d" with --n) are lists aligned with c. When a point failed, "failed" lists
-    {"c", "gamma", "model", "error"}. "provenance" records the symattn and library versions, the
-    parameters, the backend and a timestamp.
+    {"c", "gamma", "model", "error"}. "accuracy" gives, per point of E_attention, the accuracy
+    atlas' measurement nearby (docs/accuracy.md): {"flag": ok|miss|unvalidated, "gap", "se",
+    "distance"}; the table shows the flag in the column atlas. "provenance" records the symattn
+    and library versions, the parameters, the backend and a timestamp.
 
     Variants (docs/theory.md §13; E_linear stays the plain ridge on X): --residual, --heads with
     --readout concat|sum, --kernel softmax --temperature TAU (with --diagonal zero and --n; gamma
@@ -100,11 +102,8 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
     """
     import numpy as np
 
-    from ..errors import FailedPointsWarning
-    from ..theory import solve
-
-    from ..errors import ConvergenceError
-    from ..layer import memorization_error
+    from ..errors import ConvergenceError, FailedPointsWarning
+    from ..layer import Layer, memorization_error
 
     gamma = np.asarray(gamma, dtype=float).reshape(-1)
     zero = gamma == 0
@@ -119,14 +118,21 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
             if not keep_going:
                 raise
             failed.append((0.0, str(exc)))
+    accuracy = [None] * gamma.size
     if (~zero).any():
+        layer = Layer(f, diagonal=kwargs.pop("diagonal", "f"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FailedPointsWarning)  # the caller reports every failed point itself
-            res = solve(f, c, gamma[~zero], model=model, errors="nan" if keep_going else "raise", **kwargs)
+            res = layer.theory(c, gamma[~zero], model=model, errors="nan" if keep_going else "raise", **kwargs)
         E = np.asarray(res.E, dtype=object).reshape(-1)
         row[~zero] = E if exact else E.astype(float)
         failed += [(float(p["gamma"]), str(p.get("reason") or "no convergence")) for p in (res.failures or [])]
-    return row, failed
+        if res.accuracy is not None:   # the measured accuracy of the atlas at each point (docs/accuracy.md)
+            acc = res.accuracy
+            for j, i in enumerate(np.nonzero(~zero)[0]):
+                accuracy[i] = {"flag": acc.flag(j), "gap": finite_or_none(acc.gap.flat[j]),
+                               "se": finite_or_none(acc.se.flat[j]), "distance": finite_or_none(acc.distance.flat[j])}
+    return row, failed, accuracy
 
 
 def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: str = "numpy",
@@ -225,14 +231,16 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     models = ["attention", "linear"] if model == "both" else [model]
     kwargs = dict(geometry=geometry, backend=backend, dps=dps, n=n, diagonal=diagonal)
     rows = {m: [] for m in models}
-    failed = []
+    failed, accuracy = [], []
     with warnings.catch_warnings():  # the CLI prints t and its own warning (run)
         warnings.simplefilter("ignore", FiniteSizeWarning)
         for ci in cs:
             for m in models:
-                row, bad = _solve_row(f, float(ci), gamma, m, errors == "nan",
-                                      **kwargs, correction=correction if m == "attention" else None)
+                row, bad, acc = _solve_row(f, float(ci), gamma, m, errors == "nan",
+                                           **kwargs, correction=correction if m == "attention" else None)
                 rows[m].append([decimal(v, dps) for v in row] if backend == "mpmath" else row.tolist())
+                if m == "attention":
+                    accuracy.append(acc)
                 failed += [{"c": float(ci), "gamma": g, "model": m, "error": msg} for g, msg in bad]
     out = {"c": cs.tolist()} if several else {}
     out["gamma"] = gamma.tolist()
@@ -244,6 +252,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     if n is not None:
         ts = [float(t) for t in np.atleast_1d(signal_strength(geometry, n, cs))]
         out["t"] = ts if several else ts[0]
+    if accuracy:
+        out["accuracy"] = accuracy if several else accuracy[0]
     if correction is not None:
         out["correction"] = correction
     if failed:
@@ -323,16 +333,27 @@ def _print_table(args, data, geometry, several: bool) -> None:
     def cell(v):
         return "failed" if v is None or v != v else fmt(v, 8)
 
+    acc = data.get("accuracy")
+
+    def atlas(a):   # the accuracy atlas' flag of the point (docs/accuracy.md)
+        if a is None:
+            return "-"
+        return a["flag"] if a["flag"] != "miss" or a["gap"] is None else f"miss {100 * a['gap']:+.0f}%"
+
+    atlas_col = ["atlas"] if acc is not None else []
     if not several:
-        rows = [[fmt(g)] + [cell(data[k][i]) for k in keys] for i, g in enumerate(data["gamma"])]
-        print(format_table(["gamma"] + keys, rows, align="r" * (1 + len(keys))))
+        rows = [[fmt(g)] + [cell(data[k][i]) for k in keys] + ([atlas(acc[i])] if acc is not None else [])
+                for i, g in enumerate(data["gamma"])]
+        print(format_table(["gamma"] + keys + atlas_col, rows, align="r" * (1 + len(keys)) + "l" * len(atlas_col)))
         return
     extra = (["d"] if isinstance(d, list) else []) + (["t"] if "t" in data else [])
     rows = []
     for i, c in enumerate(data["c"]):
         per_c = ([fmt(d[i])] if isinstance(d, list) else []) + ([fmt(data["t"][i])] if "t" in data else [])
-        rows += [[fmt(c), fmt(g)] + per_c + [cell(data[k][i][j]) for k in keys] for j, g in enumerate(data["gamma"])]
-    print(format_table(["c", "gamma"] + extra + keys, rows, align="r" * (2 + len(extra) + len(keys))))
+        rows += [[fmt(c), fmt(g)] + per_c + [cell(data[k][i][j]) for k in keys]
+                 + ([atlas(acc[i][j])] if acc is not None else []) for j, g in enumerate(data["gamma"])]
+    print(format_table(["c", "gamma"] + extra + keys + atlas_col, rows,
+                       align="r" * (2 + len(extra) + len(keys)) + "l" * len(atlas_col)))
 
 
 def _run_variant(args, layer) -> int:

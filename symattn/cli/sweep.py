@@ -7,13 +7,16 @@ from .common import EXIT_OK, add_command, finish_command, fmt, format_table, int
 HELP = "run a parameter sweep (Monte Carlo + theory) on dask, into a resumable zarr store"
 DESCRIPTION = """
     Runs every task (point, draw) of the TOML spec SPEC -- scalars or lists of activation, c,
-    gamma, snr, aligned or the geometry keys wk2, wq2, mu_wk, mu_wq, wk_wq, n; scalars draws,
-    seed, diagonal, backend (docs/tutorials/sweeps.md) -- and writes each one into the zarr store
+    gamma, snr, aligned or the geometry keys wk2, wq2, mu_wk, mu_wq, wk_wq, n, diagonal, the layer
+    (weights, heads, readout, residual, kernel, temperature, tile: the keys of symattn.Layer and of
+    the flags of solve and simulate) and its signal mu; scalars draws, seed, backend, correction
+    (docs/tutorials/sweeps.md) -- and writes each one into the zarr store
     DIR as it finishes, with the deterministic equivalent of every point. A task is one exact
     Monte Carlo draw of E_A(gamma) and E_LR(gamma) for all gamma at once; its seed is derived from
     the spec's seed and the point's parameters, so results do not depend on the number of
-    workers. Rerunning the same spec on the same store computes only what is missing; a store
-    made by another spec is refused.
+    workers. Rerunning the same spec on the same store computes only what is missing, also when the
+    spec extends the stored one (more draws, supersets of swept lists); a store made by another
+    spec is refused, naming the key.
 
     With no --scheduler, an embedded dask LocalCluster with --workers single-threaded processes
     (default: one per core); --scheduler tcp://HOST:PORT uses a running cluster (dask scheduler /

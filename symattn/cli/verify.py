@@ -62,6 +62,11 @@ def add_parser(subparsers):
     p.add_argument("--seed", type=integer("seed", 0, SEED_MAX), default=0, help="Monte Carlo seed (default 0)")
     p.add_argument("--k-se", dest="k_se", type=number, default=None,
                    help="Monte Carlo tolerance in standard errors, 0 < K <= 1000 (default 4)")
+    p.add_argument("--atlas", action="store_true",
+                   help="check the shipped accuracy atlas (symattn/data/atlas.csv) against the current theory: "
+                        "every cell's theory value recomputed from its recorded call, within 1e-8")
+    p.add_argument("--atlas-limit", dest="atlas_limit", type=integer("atlas-limit", 1, 10**6), default=None,
+                   metavar="K", help="with --atlas: check at most K points (each with all its gamma)")
     g = p.add_argument_group("convergence study")
     g.add_argument("--convergence", action="store_true",
                    help="run the convergence study instead of the checks (writes convergence.csv/.png)")
@@ -100,6 +105,8 @@ def _profile(args):
 def run(args) -> int:
     if args.convergence:
         return _run_convergence(args)
+    if args.atlas:
+        return _run_atlas(args)
     from ..verification.registry import all_checks, run_checks, select
 
     if args.list:
@@ -148,6 +155,22 @@ def run(args) -> int:
             print(f"FAILED {r.name}: {r.detail}")
         print(f"{len(results) - len(failed)}/{len(results)} checks passed in {secs:.1f} s")
     return EXIT_OK if not failed else EXIT_FAILURE
+
+
+def _run_atlas(args) -> int:
+    """``symattn verify --atlas``: the shipped atlas against the current theory (symattn.verification.atlas)."""
+    from ..verification.atlas import RTOL, check_atlas
+
+    res = check_atlas(limit=args.atlas_limit)
+    if args.json:
+        print_json(with_provenance(res, {"command": "verify --atlas", "limit": args.atlas_limit}, backend="numpy",
+                                   dtype="float64"))
+    else:
+        print(f"atlas: {res['cells']} cells of {res['calls']} points recomputed, {len(res['skipped'])} points "
+              f"skipped (weights not installed); largest relative change {res['max_rel_diff']:.2g} "
+              f"(tolerance {RTOL:g}) at {res['worst']}; {res['seconds']:.0f} s")
+        print("PASS" if res["passed"] else "FAIL: the theory moved; measure the atlas again (symattn atlas)")
+    return EXIT_OK if res["passed"] else EXIT_FAILURE
 
 
 def _run_convergence(args) -> int:

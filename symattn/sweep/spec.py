@@ -36,6 +36,7 @@ Keys (every other key is refused, naming it):
   sweeps head sets), ``readout`` ('concat' or 'sum'), ``residual`` (bool), ``kernel`` ('entrywise' or
   'softmax'), ``temperature`` (> 0); and ``mu`` ('zero', 'top', 'random:SEED' or FILE.npy: the signal of
   a layer with weights or heads, scaled to ‖μ‖² = ``snr`` for top and random, :meth:`symattn.Layer.signal`);
+  ``tile`` (1 <= T <= 64, default 1: the weights or heads W ⊗ I_T, p → pT, for the n-law at fixed c);
 - ``gamma`` (0 < γ <= 1e12, scalar or list): always the last dimension; every γ of a point comes
   from the same eigendecomposition, so γ is *not* a task axis;
 - scalars only: ``aligned`` (bool, default false: w_K = w_Q = μ, geometry from ``snr`` alone),
@@ -79,13 +80,14 @@ GEOMETRY_KEYS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
 #: the layer's keys besides the activation (:class:`symattn.Layer`), and the signal vector ``mu``
 LAYER_SPEC_KEYS = ("weights", "heads", "readout", "residual", "kernel", "temperature")
 #: keys that may be lists (grid dimensions), in the order of the dimensions
-SWEPT_KEYS = ("activation", "c") + GEOMETRY_KEYS + ("n", "diagonal") + LAYER_SPEC_KEYS + ("mu",)
+SWEPT_KEYS = ("activation", "c") + GEOMETRY_KEYS + ("n", "diagonal") + LAYER_SPEC_KEYS + ("mu", "tile")
 #: keys that must be scalars
 SCALAR_KEYS = ("aligned", "draws", "seed", "backend", "correction")
 DEFAULTS = {"activation": "tanh", "c": 0.5, "gamma": [0.1, 1.0], "snr": 0.0, "wk2": 0.0, "wq2": 0.0,
             "mu_wk": 0.0, "mu_wq": 0.0, "wk_wq": 0.0, "n": 200, "aligned": False, "draws": 4, "seed": 0,
             "diagonal": "f", "backend": "numpy", "weights": "none", "heads": "none", "readout": "concat",
-            "residual": False, "kernel": "entrywise", "temperature": "none", "mu": "zero", "correction": "none"}
+            "residual": False, "kernel": "entrywise", "temperature": "none", "mu": "zero", "correction": "none",
+            "tile": 1}
 #: keys of the first spec format: always in the canonical spec; the others only where they differ from DEFAULTS
 FORMAT1_KEYS = ("activation", "c", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq", "n", "gamma", "aligned", "draws",
                 "seed", "diagonal", "backend")
@@ -200,6 +202,8 @@ def _check_value(key, v):
         return v
     if key == "temperature":
         return v if v == "none" else _real(key, v, 0.0, 1e6, lo_open=True)
+    if key == "tile":
+        return _int(key, v, 1, 64)
     if key == "correction":
         if v not in ("none", "finite-p"):
             raise ParameterError(key, v, "'none' or 'finite-p'")
@@ -263,7 +267,7 @@ class SweepSpec:
         if not isinstance(values["gamma"], list):
             values["gamma"] = [values["gamma"]]
         if values["aligned"]:
-            extra = [k for k in GEOMETRY_KEYS[1:] if k in data]
+            extra = [k for k in GEOMETRY_KEYS[1:] if k in data and data[k] != DEFAULTS[k]]  # (a stored spec has 0s)
             if extra:
                 raise ParameterError(extra[0], data[extra[0]], "unset when aligned = true",
                                      hint="aligned sets w_K = w_Q = mu from snr alone")
@@ -330,8 +334,15 @@ class SweepSpec:
 
         if isinstance(point, tuple):
             point = point[1]
-        return Layer(point["activation"], weights=None if point["weights"] == "none" else point["weights"],
-                     heads=None if point["heads"] == "none" else point["heads"], readout=point["readout"],
+        weights = None if point["weights"] == "none" else point["weights"]
+        heads = None if point["heads"] == "none" else point["heads"]
+        T = point.get("tile", 1)
+        if T != 1:   # W ⊗ I_T: the n-law of real weights at fixed c (symattn.layer.tiled)
+            if weights is None and heads is None:
+                raise ParameterError("tile", T, "1 for a layer without weights or heads (sweep n instead)")
+            weights = None if weights is None else {"tile": T, "of": weights}
+            heads = None if heads is None else {"tile": T, "of": heads}
+        return Layer(point["activation"], weights=weights, heads=heads, readout=point["readout"],
                      residual=point["residual"], kernel=point["kernel"],
                      temperature=None if point["temperature"] == "none" else point["temperature"],
                      diagonal=point["diagonal"])
@@ -398,7 +409,7 @@ class SweepSpec:
         n = point["n"] if point["n"] == "auto" else int(point["n"])
         out = {"activation": point["activation"], "c": float(point["c"]), "n": n,
                "diagonal": point["diagonal"], "geometry": {k: float(geo[k]) for k in sorted(geo)}}
-        for k in LAYER_SPEC_KEYS + ("mu",):
+        for k in LAYER_SPEC_KEYS + ("mu", "tile"):
             if point[k] != DEFAULTS[k]:
                 out[k] = point[k]
         if point["mu"] != "zero":

@@ -1,0 +1,229 @@
+r"""How accurate the theory is where it is asked: the measured accuracy atlas, shipped as data.
+
+``symattn atlas`` (:mod:`symattn.atlas`) measures the theory against exact Monte Carlo over a grid of
+layers and settings and writes a compact table, one row per cell (point × γ); the table of the default
+atlas is installed with the package (``symattn/data/atlas.csv``). :func:`assess` places a query among the
+measured cells of the same theory engine, in the parameter space
+
+.. math::  d^2 = \Big(\frac{Δ\log_{10} c}{0.25}\Big)^2 + \Big(\frac{Δ\log_{10} γ}{1}\Big)^2
+           + \Big(\frac{Δ\log(1 + ‖μ‖^2)}{0.5}\Big)^2 + \Big(\frac{Δa}{0.5}\Big)^2
+           + \Big(\frac{Δ\log_{10}(r_\mathrm{eff}/p)}{0.5}\Big)^2 + 0.5^2\,[f ≠ f'],
+
+with a the alignment of μ with the weights' top direction and r_eff = ‖W‖_F⁴/‖WᵀW‖_F² the effective
+rank of W (:meth:`symattn.Layer.features`). A cell is *within tolerance* when
+|theory − MC| <= max(3 se, 3 % of theory). The query is
+
+- *unvalidated* when its nearest measured cell is farther than :data:`VALIDATED` (or its engine has
+  no cell);
+- *flagged* when any cell within :data:`RADIUS` (or the nearest one) is outside the tolerance: its
+  gap is then the largest such gap, so a value near a measured miss is never returned silently.
+
+:class:`~symattn.errors.AccuracyWarning` is issued for unvalidated and flagged points
+(:meth:`symattn.Layer.theory`). Nothing here runs the theory: it reads the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["ATLAS_PATH", "Accuracy", "assess", "load_atlas", "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS",
+           "VALIDATED", "COLUMNS"]
+
+#: the atlas of the default spec, installed with the package
+ATLAS_PATH = Path(__file__).with_name("data") / "atlas.csv"
+#: the agreement rule: |MC − theory| <= max(TOL_SE se, TOL_REL |theory|)
+TOL_SE, TOL_REL = 3.0, 0.03
+#: cells within this distance of a query are its neighbourhood
+RADIUS = 1.0
+#: a query whose nearest cell is farther than this is unvalidated
+VALIDATED = 1.5
+#: the scales of the distance (module docstring)
+SCALES = {"log_c": 0.25, "log_gamma": 1.0, "log_snr": 0.5, "align": 0.5, "log_reff": 0.5}
+ACTIVATION_MISMATCH = 0.5
+#: the columns of the atlas table
+COLUMNS = ("block", "engine", "layer", "activation", "c", "gamma", "n", "p", "tile", "mu", "snr", "align",
+           "log_reff", "theory", "mc", "se", "draws", "gap", "z", "within", "call")
+
+
+def within_tolerance(theory, mc, se) -> bool:
+    """|theory − MC| <= max(3 se, 3 % of |theory|) (the atlas' and the gallery's rule).
+
+    Examples
+    --------
+    >>> within_tolerance(0.50, 0.51, 0.001), within_tolerance(0.50, 0.53, 0.001)
+    (True, False)
+    """
+    return bool(abs(theory - mc) <= max(TOL_SE * se, TOL_REL * abs(theory)))
+
+
+@lru_cache(maxsize=4)
+def load_atlas(path=None) -> tuple:
+    """The rows of an atlas table (default: the shipped one, :data:`ATLAS_PATH`), typed; () when absent.
+
+    Examples
+    --------
+    >>> rows = load_atlas()
+    >>> all(r["engine"] for r in rows)
+    True
+    """
+    path = ATLAS_PATH if path is None else Path(path)
+    if not path.is_file():
+        return ()
+    out = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            row = dict(r)
+            for k in ("c", "gamma", "snr", "align", "log_reff", "theory", "mc", "se", "gap", "z"):
+                row[k] = float(r[k]) if r.get(k) not in (None, "") else float("nan")
+            for k in ("n", "p", "tile", "draws"):
+                row[k] = int(float(r[k])) if r.get(k) not in (None, "") else 0
+            row["within"] = str(r.get("within")).lower() == "true"
+            out.append(row)
+    return tuple(out)
+
+
+@dataclass
+class Accuracy:
+    r"""The measured accuracy of the theory at each point of a result (:func:`assess`).
+
+    Attributes
+    ----------
+    gap : numpy.ndarray
+        (theory − MC)/MC of the nearest cell, or of the worst failing cell of the neighbourhood when
+        ``flagged``; NaN where ``validated`` is False and no cell exists.
+    se : numpy.ndarray
+        The relative standard error se/MC of that cell.
+    distance : numpy.ndarray
+        The distance to the nearest cell (module docstring).
+    validated : numpy.ndarray of bool
+        The nearest cell is within :data:`VALIDATED`.
+    flagged : numpy.ndarray of bool
+        A cell of the neighbourhood (or the nearest) is outside the tolerance.
+    cells : list of dict
+        The cell each point's gap comes from (its block, layer, activation, c, γ, n, engine).
+    """
+
+    gap: np.ndarray
+    se: np.ndarray
+    distance: np.ndarray
+    validated: np.ndarray
+    flagged: np.ndarray
+    cells: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> np.ndarray:
+        """Validated and not flagged: the theory is within tolerance here, as far as measured."""
+        return self.validated & ~self.flagged
+
+    def flag(self, i: int) -> str:
+        """One word for point i: 'ok', 'miss' (a measured gap beyond tolerance nearby) or 'unvalidated'."""
+        if not self.validated.flat[i]:
+            return "unvalidated"
+        return "miss" if self.flagged.flat[i] else "ok"
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the arrays as lists (NaN as None) and the cells."""
+        def plain(a):
+            return [None if isinstance(v, float) and not math.isfinite(v) else v for v in np.asarray(a).ravel().tolist()]
+
+        return {"gap": plain(self.gap), "se": plain(self.se), "distance": plain(self.distance),
+                "validated": plain(self.validated), "flagged": plain(self.flagged),
+                "flag": [self.flag(i) for i in range(self.gap.size)], "cells": self.cells}
+
+    def message(self) -> str | None:
+        """The text of the AccuracyWarning (None when every point is validated and not flagged)."""
+        bad = [i for i in range(self.gap.size) if self.flag(i) != "ok"]
+        if not bad:
+            return None
+        parts = []
+        for i in bad[:5]:
+            cell = self.cells[i]
+            where = f"c={cell.get('query_c'):g}, gamma={cell.get('query_gamma'):g}"
+            if self.flag(i) == "unvalidated":
+                d = self.distance.flat[i]
+                parts.append(f"{where}: unvalidated (nearest atlas cell at distance "
+                             f"{'inf' if not math.isfinite(d) else f'{d:.2g}'})")
+            else:
+                parts.append(f"{where}: the atlas measured a gap of {100 * self.gap.flat[i]:+.1f} % "
+                             f"(se {100 * self.se.flat[i]:.1f} %) at {cell.get('layer')}, {cell.get('activation')}, "
+                             f"c={cell.get('c'):g}, gamma={cell.get('gamma'):g}, n={cell.get('n')}")
+        more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
+        return (f"{len(bad)} of {self.gap.size} theory value(s) are not validated within max(3 se, 3 %) of exact "
+                "Monte Carlo by the accuracy atlas (docs/accuracy.md): " + "; ".join(parts) + more)
+
+
+def _features(row_or_query) -> np.ndarray:
+    r = row_or_query
+    return np.array([math.log10(r["c"]) / SCALES["log_c"], math.log10(r["gamma"]) / SCALES["log_gamma"],
+                     math.log1p(max(r["snr"], 0.0)) / SCALES["log_snr"], r["align"] / SCALES["align"],
+                     r["log_reff"] / SCALES["log_reff"]])
+
+
+def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, align: float = 0.0,
+           log_reff: float = 0.0, rows=None) -> Accuracy:
+    r"""The measured accuracy at the points (c, γ) of a layer whose theory engine is ``engine``.
+
+    Parameters
+    ----------
+    engine : str
+        :meth:`symattn.Layer.engine`.
+    activation : str or None
+        The activation's name (:attr:`symattn.Layer.activation_name`).
+    c, gamma : array_like
+        The points (broadcast together).
+    snr, align, log_reff : float
+        ‖μ‖², the alignment of μ with the weights' top direction, log10(r_eff/p)
+        (:meth:`symattn.Layer.features`).
+    rows : sequence of dict, optional
+        An atlas table (default: the shipped one, :func:`load_atlas`).
+
+    Returns
+    -------
+    Accuracy
+
+    Examples
+    --------
+    >>> cells = [dict(engine="paper", activation="tanh", c=0.5, gamma=0.1, snr=0.0, align=0.0, log_reff=0.0,
+    ...               theory=0.50, mc=0.49, se=0.002, gap=0.02, within=True, layer="W = I", n=600)]
+    >>> a = assess("paper", "tanh", [0.5, 20.0], 0.1, rows=cells)
+    >>> a.validated.tolist(), a.flagged.tolist(), [round(g, 3) for g in a.gap.tolist()]
+    ([True, False], [False, False], [0.02, 0.02])
+    """
+    rows = load_atlas() if rows is None else rows
+    cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
+    shape = cb.shape
+    cb, gb = cb.ravel(), gb.ravel()
+    cand = [r for r in rows if r["engine"] == engine and math.isfinite(r["gap"])]
+    P = cb.size
+    out = Accuracy(gap=np.full(P, np.nan), se=np.full(P, np.nan), distance=np.full(P, np.inf),
+                   validated=np.zeros(P, dtype=bool), flagged=np.zeros(P, dtype=bool), cells=[{} for _ in range(P)])
+    if cand:
+        F = np.array([_features(r) for r in cand])
+        mism = np.array([0.0 if r["activation"] == activation else ACTIVATION_MISMATCH for r in cand])
+        for i in range(P):
+            if not (cb[i] > 0 and gb[i] > 0):
+                continue
+            q = _features({"c": cb[i], "gamma": gb[i], "snr": snr, "align": align, "log_reff": log_reff})
+            d = np.sqrt(np.sum((F - q) ** 2, axis=1) + mism**2)
+            j = int(np.argmin(d))
+            near = [k for k in np.nonzero(d <= RADIUS)[0]] or [j]
+            failing = [k for k in near if not cand[k]["within"]]
+            k = max(failing, key=lambda m: abs(cand[m]["gap"])) if failing else j
+            out.distance[i] = d[j]
+            out.validated[i] = d[j] <= VALIDATED
+            out.flagged[i] = bool(failing)
+            out.gap[i] = cand[k]["gap"]
+            out.se[i] = cand[k]["se"] / abs(cand[k]["mc"]) if cand[k]["mc"] else np.nan
+            out.cells[i] = {key: cand[k].get(key) for key in ("block", "layer", "activation", "c", "gamma", "n",
+                                                                 "engine", "mu", "snr")}
+    for i in range(P):
+        out.cells[i].update(query_c=float(cb[i]), query_gamma=float(gb[i]))
+    for name in ("gap", "se", "distance", "validated", "flagged"):
+        setattr(out, name, getattr(out, name).reshape(shape))
+    return out

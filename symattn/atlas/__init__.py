@@ -1,0 +1,263 @@
+r"""The accuracy atlas: where the theory holds, measured against exact Monte Carlo, stored and drawn.
+
+An atlas spec is a TOML file of *blocks*, each a sweep spec (:mod:`symattn.sweep.spec`: any layer, signal,
+c, n, γ), with the top-level keys as the defaults of every block:
+
+.. code-block:: toml
+
+   draws = 16
+   gamma = [1e-3, 1e-2, 0.1, 1, 10]
+
+   [[block]]
+   name = "paper"
+   activation = ["tanh", "relu"]
+   c = [0.5, 1, 2]
+   n = [250, 1000]            # the n-law of the paper's model
+
+   [[block]]
+   name = "minilm-all"
+   weights = ["minilm:1", "minilm:4"]
+   mu = ["zero", "top"]
+   snr = 2.0
+   c = [0.75, 1, 2]
+   tile = [1, 2]              # the n-law of real weights: W ⊗ I_T at fixed c
+
+Each block is one sweep store ``DIR/<name>`` (resumable and extensible like any sweep). :func:`cells`
+turns the stores into the atlas table (:data:`symattn.accuracy.COLUMNS`), one row per cell (point × γ):
+the theory, the Monte Carlo mean and its standard error, the relative gap (theory − MC)/MC, the z-score,
+whether the cell is within max(3 se, 3 %), the engine, the features :func:`symattn.accuracy.assess`
+measures distances in, and ``call`` (JSON: the layer's :meth:`~symattn.Layer.to_dict`, c, n and the signal),
+from which ``symattn verify --atlas`` recomputes the theory. The n-law is read from the rows that differ only in ``n`` (or ``tile``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..accuracy import COLUMNS, within_tolerance
+from ..errors import ParameterError
+
+__all__ = ["DEFAULT_SPEC", "QUICK_SPEC", "load_atlas_spec", "run_atlas", "cells", "write_table", "n_law",
+           "summary_table"]
+
+HERE = Path(__file__).resolve().parent
+#: the default atlas (the real-layer grid and the synthetic models) and its small version for CI
+DEFAULT_SPEC = HERE / "default.toml"
+QUICK_SPEC = HERE / "quick.toml"
+
+
+def load_atlas_spec(spec=None) -> list:
+    """The blocks of an atlas spec: a list of ``(name, SweepSpec)``.
+
+    Parameters
+    ----------
+    spec : str, pathlib.Path, dict or None
+        A TOML file, or the parsed table (None: :data:`DEFAULT_SPEC`).
+
+    Examples
+    --------
+    >>> [name for name, _ in load_atlas_spec(QUICK_SPEC)][:1]
+    ['paper']
+    """
+    import tomllib
+
+    from ..sweep.spec import SweepSpec
+
+    if spec is None:
+        spec = DEFAULT_SPEC
+    if not isinstance(spec, dict):
+        path = Path(spec)
+        try:
+            spec = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ParameterError("spec", str(path), "a readable atlas spec (TOML)", hint=str(exc)) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ParameterError("spec", str(path), "a valid TOML file", hint=str(exc)) from None
+    blocks = spec.get("block")
+    if not isinstance(blocks, list) or not blocks:
+        raise ParameterError("block", blocks, "one or more [[block]] tables (each a sweep spec with a name)")
+    defaults = {k: v for k, v in spec.items() if k != "block"}
+    out, names = [], set()
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not isinstance(block.get("name"), str) or not block["name"].strip():
+            raise ParameterError("block", i, "a table with a name = \"...\" (a folder name)")
+        name = block["name"]
+        if name in names or "/" in name or name.startswith("."):
+            raise ParameterError("name", name, "distinct block names usable as folder names")
+        names.add(name)
+        out.append((name, SweepSpec.from_dict({**defaults, **{k: v for k, v in block.items() if k != "name"}})))
+    return out
+
+
+def run_atlas(spec=None, store="atlas", *, scheduler=None, workers=None, quick: bool = False, progress=None,
+              threads=None) -> dict:
+    r"""Run (or resume, or extend) every block of an atlas spec, then write its table ``DIR/atlas.csv``.
+
+    Each block is :func:`symattn.sweep` into ``DIR/<name>``: exact Monte Carlo E_A(γ) = γ²ŷᵀ(M + γ)^{-2}ŷ
+    (docs/theory.md §2) next to :meth:`symattn.Layer.theory` at the same n.
+
+    Parameters
+    ----------
+    spec : str, pathlib.Path, dict or None
+        The atlas spec (None: :data:`DEFAULT_SPEC`, or :data:`QUICK_SPEC` with ``quick``).
+    store : str or pathlib.Path
+        The atlas folder.
+    scheduler, workers, progress, threads
+        As :func:`symattn.sweep`.
+    quick : bool
+        The small atlas of :data:`QUICK_SPEC` (when ``spec`` is None).
+
+    Returns
+    -------
+    dict
+        ``blocks`` (per block: tasks, computed, reused, seconds, engines), ``cells``, ``within``
+        (the fraction within tolerance), ``table`` (the CSV path), ``seconds``.
+    """
+    from ..sweep import sweep
+
+    t0 = time.perf_counter()
+    blocks = load_atlas_spec(QUICK_SPEC if spec is None and quick else spec)
+    store = Path(store)
+    store.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, s in blocks:
+        res = sweep(s, store / name, scheduler=scheduler, workers=workers, progress=progress, threads=threads)
+        out[name] = {k: res[k] for k in ("tasks", "computed", "reused", "seconds", "engine", "workers")}
+    rows = cells(store, [name for name, _ in blocks])
+    table = write_table(rows, store / "atlas.csv")
+    summary = {"blocks": out, "cells": len(rows), "within": float(np.mean([r["within"] for r in rows])) if rows else None,
+               "table": str(table), "seconds": time.perf_counter() - t0}
+    (store / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return summary
+
+
+def _label(layer_dict: dict) -> str:
+    """A short name of a layer for tables and figures: its weights or heads reference, or W = I."""
+    def ref(r):
+        if isinstance(r, str):
+            return r
+        if isinstance(r, list):
+            return "+".join(ref(x) for x in r)
+        if isinstance(r, dict) and "tile" in r:
+            return f"{ref(r['of'])}⊗I{r['tile']}"
+        if isinstance(r, dict) and "path" in r:
+            return Path(str(r["path"])).name
+        return "array"
+
+    if "weights" in layer_dict:
+        base = ref(layer_dict["weights"])
+    elif "heads" in layer_dict:
+        base = f"heads[{ref(layer_dict['heads'])}]/{layer_dict.get('readout', 'concat')}"
+    else:
+        base = "W = I"
+    extra = [k for k in ("residual",) if layer_dict.get(k)] + (
+        [f"softmax τ={layer_dict.get('temperature', 1.0)}"] if layer_dict.get("kernel") == "softmax" else [])
+    return base + ("" if not extra else " (" + ", ".join(extra) + ")")
+
+
+def cells(store, names=None) -> list:
+    """The atlas table of the block stores ``store/<name>``: one dict per cell, keys :data:`COLUMNS`.
+
+    Cells whose Monte Carlo or theory is missing (not run yet, or a failed theory point) are left out.
+    """
+    from ..sweep import open_sweep
+    from ..sweep.spec import SweepSpec
+
+    store = Path(store)
+    if names is None:
+        names = sorted(p.name for p in store.iterdir() if p.is_dir() and not p.name.startswith("."))
+    rows = []
+    for name in names:
+        ds = open_sweep(store / name)
+        spec = SweepSpec.from_dict(json.loads(ds.attrs["symattn_sweep_spec"]))
+        gam = spec.gamma
+        for idx, pt in spec.points():
+            layer = spec.layer(pt)
+            if layer.p is None:
+                feats = layer.features(geometry=spec.geometry(pt))
+            else:
+                feats = layer.features(mu=spec.signal(pt))
+            n = spec.n_of(pt)
+            sel = tuple(idx)
+            call = json.dumps({"layer": layer.to_dict(), "c": float(pt["c"]), "n": int(n), "mu": pt["mu"],
+                               "snr": float(pt["snr"]),
+                               "geometry": spec.geometry(pt).as_dict() if layer.p is None else None,
+                               "correction": None if spec.values["correction"] == "none" else spec.values["correction"]},
+                              sort_keys=True)
+            th = np.asarray(ds["theory_attention"].values[sel], dtype=float)
+            mc = np.asarray(ds["E_attention_mean"].values[sel], dtype=float)
+            se = np.asarray(ds["E_attention_se"].values[sel], dtype=float)
+            draws = int(ds["draws_done"].values[sel])
+            for j, g in enumerate(gam):
+                if not (np.isfinite(th[j]) and np.isfinite(mc[j]) and np.isfinite(se[j]) and mc[j] > 0):
+                    continue
+                rows.append({
+                    "block": name, "engine": str(ds["engine"].values[sel]), "layer": _label(layer.to_dict()),
+                    "activation": layer.activation_name or "none", "c": float(pt["c"]), "gamma": float(g),
+                    "n": int(n), "p": int(layer.p or round(float(pt["c"]) * n)), "tile": int(pt.get("tile", 1)),
+                    "mu": pt["mu"] if layer.p is not None else ("zero" if feats["snr"] == 0 else "geometry"),
+                    "snr": feats["snr"], "align": feats["align"], "log_reff": feats["log_reff"],
+                    "theory": float(th[j]), "mc": float(mc[j]), "se": float(se[j]), "draws": draws,
+                    "gap": float((th[j] - mc[j]) / mc[j]), "z": float((th[j] - mc[j]) / se[j]) if se[j] > 0 else 0.0,
+                    "within": within_tolerance(th[j], mc[j], se[j]), "call": call})
+    return rows
+
+
+def write_table(rows, path) -> Path:
+    """Write the atlas table as CSV (the columns :data:`symattn.accuracy.COLUMNS`; numbers to 10 digits)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{r[k]:.10g}" if isinstance(r[k], float) else r[k]) for k in COLUMNS})
+    return path
+
+
+def n_law(rows) -> list:
+    """The gap of each cell at every n it was measured at: rows that differ only in ``n`` (and ``tile``, ``p``).
+
+    Returns a list of dicts with the cell's keys, ``n`` (list) and ``gap`` (list), for cells with two or more n.
+
+    Examples
+    --------
+    >>> r = dict(block="b", engine="paper", layer="W = I", activation="tanh", c=1.0, gamma=0.1, mu="zero",
+    ...          snr=0.0, theory=0.5, se=0.001, within=True)
+    >>> n_law([dict(r, n=250, mc=0.48, gap=0.04), dict(r, n=1000, mc=0.495, gap=0.01)])[0]["gap"]
+    [0.04, 0.01]
+    """
+    groups = {}
+    for r in rows:
+        key = tuple(r[k] for k in ("block", "engine", "layer", "activation", "c", "gamma", "mu", "snr")
+                    if k != "layer") + (r["layer"].split("⊗")[0],)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for key, rs in groups.items():
+        if len({r["n"] for r in rs}) < 2:
+            continue
+        rs = sorted(rs, key=lambda r: r["n"])
+        first = rs[0]
+        out.append({**{k: first[k] for k in ("block", "engine", "activation", "c", "gamma", "mu", "snr")},
+                    "layer": first["layer"].split("⊗")[0], "n": [r["n"] for r in rs], "gap": [r["gap"] for r in rs]})
+    return out
+
+
+def summary_table(rows) -> list:
+    """Per block and engine: cells, the fraction within tolerance, the largest |gap| and where it is."""
+    out = {}
+    for r in rows:
+        key = (r["block"], r["engine"])
+        s = out.setdefault(key, {"block": r["block"], "engine": r["engine"], "cells": 0, "within": 0,
+                                 "max_gap": 0.0, "at": ""})
+        s["cells"] += 1
+        s["within"] += bool(r["within"])
+        if abs(r["gap"]) > abs(s["max_gap"]):
+            s["max_gap"] = r["gap"]
+            s["at"] = f"{r['layer']}, {r['activation']}, c={r['c']:g}, γ={r['gamma']:g}, μ={r['mu']}"
+    return list(out.values())

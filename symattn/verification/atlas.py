@@ -1,0 +1,86 @@
+r"""``symattn verify --atlas``: the shipped accuracy atlas against the current code's theory.
+
+Every cell of the atlas table (``symattn/data/atlas.csv``, :mod:`symattn.accuracy`) records the theory
+value that was compared with Monte Carlo, and the call that produced it (``call``: the layer, c, n and the
+signal). This check recomputes each call with :meth:`symattn.Layer.theory` and compares: a change of the
+theory that moves a value by more than :data:`RTOL` (relative) means the atlas measures a different
+theory, and it must be measured again (``symattn atlas``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+
+import numpy as np
+
+__all__ = ["RTOL", "check_atlas"]
+
+#: the largest relative change of a theory value that leaves the atlas valid
+RTOL = 1e-8
+
+
+def check_atlas(path=None, limit: int | None = None) -> dict:
+    """Recompute the theory of every atlas cell and compare it with the stored value.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path, optional
+        An atlas table (default: the shipped one).
+    limit : int, optional
+        Check at most this many calls (points; each with all of its γ), spread over the table.
+
+    Returns
+    -------
+    dict
+        ``cells`` (compared), ``calls``, ``skipped`` (calls whose weights are not installed, with the
+        reason), ``max_rel_diff``, ``worst`` (that cell), ``passed`` (max_rel_diff <= RTOL and cells > 0),
+        ``seconds``.
+
+    Examples
+    --------
+    >>> r = check_atlas(limit=2)
+    >>> r["passed"], r["max_rel_diff"] <= RTOL
+    (True, True)
+    """
+    from ..accuracy import load_atlas
+    from ..errors import RealWeightsUnavailable
+    from ..layer import Layer
+    from ..model import Geometry
+
+    t0 = time.perf_counter()
+    rows = load_atlas(path)
+    calls = {}
+    for r in rows:
+        calls.setdefault(r["call"], []).append(r)
+    keys = list(calls)
+    if limit is not None and len(keys) > limit:
+        keys = [keys[i] for i in np.linspace(0, len(keys) - 1, limit).round().astype(int)]
+    worst, max_diff, cells, skipped = None, 0.0, 0, []
+    for key in keys:
+        call, rs = json.loads(key), calls[key]
+        try:
+            layer = Layer.from_dict(call["layer"])
+        except RealWeightsUnavailable as exc:
+            skipped.append({"call": call, "reason": str(exc)})
+            continue
+        kw = {"n": call["n"]}
+        if layer.p is None:
+            kw["geometry"] = Geometry(**call["geometry"])
+        else:
+            mu = call["mu"]
+            kw["mu"] = layer.signal(mu, call["snr"] if mu == "top" or mu.startswith("random:") else None)
+        if call.get("correction"):
+            kw["correction"] = call["correction"]
+        gam = [r["gamma"] for r in rs]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            E = np.asarray(layer.theory(call["c"], gam, model="attention", errors="nan", **kw).E, dtype=float)
+        for r, e in zip(rs, E):
+            d = abs(e - r["theory"]) / abs(r["theory"]) if np.isfinite(e) else np.inf
+            cells += 1
+            if d > max_diff or worst is None:
+                max_diff, worst = max(d, max_diff), {k: r[k] for k in ("block", "layer", "activation", "c", "gamma")}
+    return {"cells": cells, "calls": len(keys), "skipped": skipped, "max_rel_diff": float(max_diff), "worst": worst,
+            "passed": bool(cells > 0 and max_diff <= RTOL), "seconds": time.perf_counter() - t0}
