@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ParameterError
-from .model import KERNELS, MODELS, READOUTS, check_diagonal, check_heads, check_mu, check_weights
+from .model import MODELS, check_diagonal, check_heads, check_mu, check_variant_flags, check_weights
 
 __all__ = ["Layer", "Engine", "THEORY_ENGINES", "memorization_error", "simulate", "resolve_weights",
            "resolve_heads", "tiled", "SIGNALS"]
@@ -330,20 +330,8 @@ class Layer:
         hs = None
         if heads is not None:
             hs, refs["heads"] = resolve_heads(heads)
-        if not isinstance(residual, (bool, np.bool_)):
-            raise ParameterError("residual", residual, "True or False")
-        if kernel not in KERNELS:
-            raise ParameterError("kernel", kernel, "one of " + ", ".join(repr(k) for k in KERNELS))
-        if readout not in READOUTS:
-            raise ParameterError("readout", readout, "one of " + ", ".join(repr(r) for r in READOUTS))
-        if temperature is not None:
-            try:
-                temperature = float(temperature)
-            except (TypeError, ValueError):
-                raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf") from None
-            if not (np.isfinite(temperature) and temperature > 0):
-                raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
-        for name, value in (("weights", W), ("heads", hs), ("readout", readout), ("residual", bool(residual)),
+        residual, readout, kernel, temperature = check_variant_flags(residual, readout, kernel, temperature)
+        for name, value in (("weights", W), ("heads", hs), ("readout", readout), ("residual", residual),
                             ("kernel", kernel), ("temperature", temperature), ("diagonal", check_diagonal(diagonal)),
                             ("_refs", refs)):
             set_(self, name, value)
@@ -420,7 +408,7 @@ class Layer:
         """sha256 of the activation's expression, the weights' bytes and the flags (hex).
 
         Two layers with the same digest compute the same numbers; a plain callable activation is
-        identified by its qualified name only."""
+        identified by the function object (its name and id), so that digest holds within one process only."""
         if self._digest is None:
             from .provenance import array_digest
 
@@ -628,10 +616,14 @@ class Layer:
         """
         from .model import as_geometry
 
-        if self.p is None:
-            geo = as_geometry(geometry).as_dict()
-            snr, norm = float(geo["snr"]), math.sqrt(max(float(geo["wk2"]) * float(geo["wq2"]), 0.0))
-            align = float(geo["mu_wk"]) * float(geo["mu_wq"]) / (snr * norm) if snr > 0 and norm > 0 else 0.0
+        if self.p is None:   # the Gram matrix of (μ, w_K^(1..r), w_Q^(1..r))
+            geo = as_geometry(geometry)
+            G, r = np.asarray(geo.gram, dtype=float), geo.rank
+            snr = float(G[0, 0])
+            num = sum(G[0, 1 + k] * G[0, 1 + r + k] for k in range(r))
+            norm = math.sqrt(max(sum(G[1 + k, 1 + k] for k in range(r)) * sum(G[1 + r + k, 1 + r + k]
+                                                                              for k in range(r)), 0.0))
+            align = float(num / (snr * norm)) if snr > 0 and norm > 0 else 0.0
             return {"snr": snr, "align": align, "log_reff": 0.0}
         W = self.weights if self.weights is not None else sum(self.heads)
         reff = float(np.sum(W * W)) ** 2 / float(np.sum((W.T @ W) ** 2))
@@ -698,6 +690,9 @@ def _layer_activation(spec):
     callable as given, None for the softmax alone."""
     if spec is None or isinstance(spec, str) and spec == "none":
         return None
+    if isinstance(spec, str) and spec.startswith("callable:"):
+        raise ParameterError("activation", spec, "a catalog name or an expression in x",
+                             hint="a layer with a plain Python callable is recorded by name only and cannot be rebuilt")
     if hasattr(spec, "numpy") and callable(getattr(spec, "numpy")):
         return spec
     import sympy
@@ -724,7 +719,8 @@ def _activation_text(act) -> str | None:
             pass
         expr = getattr(act, "expr", None)
         return str(expr) if expr is not None else f"callable:{act.name}"
-    return "callable:" + getattr(act, "__qualname__", type(act).__name__)
+    # a plain callable is identified by the object itself: equal digests mean the same function object
+    return f"callable:{getattr(act, '__qualname__', type(act).__name__)}@{id(act):x}"
 
 
 def _zero_ridge(gamma) -> bool:
@@ -765,7 +761,7 @@ def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, co
 
     if _zero_ridge(gamma):
         values = ridgeless(layer.activation, c, gamma, geometry, model, backend, dps, n, layer.diagonal, correction,
-                           errors)
+                           errors, method)
         return _as_result(values, c, gamma, model, backend, dps, n)
     return solve(layer.activation, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
                  diagonal=layer.diagonal, correction=correction, errors=errors, method=method)

@@ -26,7 +26,7 @@ __all__ = [
     "DIAGONAL_MODES", "Geometry", "KernelConstants", "as_geometry", "kernel_constants", "dimension",
     "check_c", "check_gamma", "check_diagonal", "check_dps", "check_int", "check_positive", "check_nonnegative",
     "check_n", "check_dimension", "check_weights", "check_mu", "weight_rank", "RANK_TOL", "N_MAX",
-    "GEOMETRY_KEYS", "KERNELS", "READOUTS", "check_heads",
+    "GEOMETRY_KEYS", "KERNELS", "READOUTS", "check_heads", "check_variant_flags",
 ]
 
 DIAGONAL_MODES = ("f", "zero")
@@ -342,6 +342,41 @@ def check_weights(W) -> np.ndarray:
 KERNELS = ("entrywise", "softmax")
 #: how several heads reach the readout: Φ = [XK_1; …; XK_H] (concat) or X Σ_h K_h (sum) (docs/theory.md §13.2)
 READOUTS = ("concat", "sum")
+
+
+def check_variant_flags(residual=False, readout: str = "concat", kernel: str = "entrywise", temperature=None) -> tuple:
+    """The layer's variant flags checked one by one (their combinations are the caller's rules).
+
+    Returns
+    -------
+    (bool, str, str, float or None)
+        residual, readout (one of :data:`READOUTS`), kernel (one of :data:`KERNELS`) and the temperature
+        τ > 0 as a float (None when not given).
+
+    Examples
+    --------
+    >>> check_variant_flags(True, "sum", "softmax", 2)
+    (True, 'sum', 'softmax', 2.0)
+    >>> check_variant_flags(temperature=-1)
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid temperature=-1: allowed a real number 0 < temperature < inf
+    """
+    if not isinstance(residual, (bool, np.bool_)):
+        raise ParameterError("residual", residual, "True or False")
+    if kernel not in KERNELS:
+        raise ParameterError("kernel", kernel, "one of " + ", ".join(repr(k) for k in KERNELS))
+    if readout not in READOUTS:
+        raise ParameterError("readout", readout, "one of " + ", ".join(repr(r) for r in READOUTS))
+    if temperature is not None:
+        try:
+            tau = float(temperature)
+        except (TypeError, ValueError):
+            raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf") from None
+        if not (math.isfinite(tau) and tau > 0):
+            raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
+        temperature = tau
+    return bool(residual), readout, kernel, temperature
 
 
 def check_heads(heads) -> tuple:

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ConvergenceError, ParameterError, SymattnError
-from .model import (KERNELS, MODELS, READOUTS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma,
-                    check_heads, check_int, check_mu)
+from .model import (MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_heads,
+                    check_int, check_mu, check_variant_flags)
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
@@ -179,7 +179,10 @@ class _TorchOps:
         self.dtype_name = str(dtype)
 
     def asarray(self, a):
-        return self.torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=self.dtype)
+        a = np.ascontiguousarray(a)
+        if not a.flags.writeable:   # a layer's read-only weights: torch wants a writable buffer
+            a = a.copy()
+        return self.torch.as_tensor(a).to(device=self.device, dtype=self.dtype)
 
     def apply(self, act, t):
         if hasattr(act, "torch") and callable(getattr(act, "torch")):
@@ -713,22 +716,11 @@ def check_variant(p: int, residual=False, heads=None, readout="concat", kernel="
     ...
     symattn.errors.ParameterError: invalid temperature=0...
     """
-    if not isinstance(residual, (bool, np.bool_)):
-        raise ParameterError("residual", residual, "True or False")
-    if kernel not in KERNELS:
-        raise ParameterError("kernel", kernel, "one of " + ", ".join(repr(k) for k in KERNELS))
-    if readout not in READOUTS:
-        raise ParameterError("readout", readout, "one of " + ", ".join(repr(r) for r in READOUTS))
+    residual, readout, kernel, temperature = check_variant_flags(residual, readout, kernel, temperature)
     if temperature is None:
         temperature = 1.0
     elif kernel != "softmax":
         raise ParameterError("temperature", temperature, "None unless kernel='softmax'")
-    try:
-        temperature = float(temperature)
-    except (TypeError, ValueError):
-        raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf") from None
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
     if heads is not None:
         hs = check_heads(heads)
         if hs[0].shape != (p, p):

@@ -629,7 +629,7 @@ def richardson(values, ratio, powers):
 
 
 def ridgeless(f, c, gamma, geometry=None, model: str = "attention", backend: str = "numpy", dps=None, n=None,
-              diagonal: str = "f", correction=None, errors: str = "raise"):
+              diagonal: str = "f", correction=None, errors: str = "raise", method=None):
     r"""E at the points with γ = 0: the γ → 0 limit, which exists for c < 1 only (docs/theory.md §7.6).
 
     E_LR(0) = (1 − c)/(1 + ‖μ‖²) (docs/theory.md §3); E_A(0) = 1 − c at μ = w = 0 (rank Φ = p),
@@ -666,8 +666,10 @@ def ridgeless(f, c, gamma, geometry=None, model: str = "attention", backend: str
     geom = as_geometry(geometry)
     ctx = context(backend, dps)
     models = ("attention", "linear") if model == "both" else (model,)
+    if method is not None and method not in closed_form.METHODS:
+        raise ParameterError("method", method, "'closed' or 'quadrature'")
     kw = dict(geometry=geometry, backend=backend, dps=dps, n=n, diagonal=diagonal, correction=correction,
-              errors=errors)
+              errors=errors, method=method)
     out = {}
     for m in models:
         vals = np.empty(cb.size, dtype=object if ctx.name == "mpmath" else float)

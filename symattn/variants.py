@@ -16,7 +16,8 @@ from .backends import solver
 from .backends import variants as _v
 from .backends.context import context
 from .errors import ConvergenceError, ParameterError
-from .model import KERNELS, MODELS, READOUTS, as_geometry, check_c, check_diagonal, check_gamma, check_heads, kernel_constants
+from .model import (MODELS, as_geometry, check_c, check_diagonal, check_gamma, check_heads, check_variant_flags,
+                    kernel_constants)
 
 __all__ = ["variant_error", "general_sum_error", "general_concat_error"]
 
@@ -61,12 +62,7 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
     """
     if model not in MODELS + ("both",):
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
-    if not isinstance(residual, (bool, np.bool_)):
-        raise ParameterError("residual", residual, "True or False")
-    if kernel not in KERNELS:
-        raise ParameterError("kernel", kernel, "one of 'entrywise', 'softmax'")
-    if readout not in READOUTS:
-        raise ParameterError("readout", readout, "one of 'concat', 'sum'")
+    residual, readout, kernel, temperature = check_variant_flags(residual, readout, kernel, temperature)
     if temperature is not None and kernel != "softmax":
         raise ParameterError("temperature", temperature, "None unless kernel='softmax'")
     diagonal = check_diagonal(diagonal)
@@ -114,12 +110,6 @@ def _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, ker
             raise ParameterError("n", n, "the number of tokens (an int >= 2) for the softmax theory",
                                  hint="the softmax layer's scale is sqrt(p)/(n - 1) (docs/theory.md §13.3)")
         tau = 1.0 if temperature is None else temperature
-        try:
-            tau = float(tau)
-        except (TypeError, ValueError):
-            raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf") from None
-        if not (np.isfinite(tau) and tau > 0):
-            raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
         n = int(n)
         _v.softmax_regime(n, tau, diagonal)
         geom = as_geometry(geometry)

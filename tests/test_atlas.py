@@ -128,8 +128,9 @@ def test_no_silent_miss_on_held_out_real_weights():
         rw.load_minilm()
     except RealWeightsUnavailable:
         pytest.skip("the [real] extra is not installed")
-    settings = [("silu", "minilm:3", 1.25, "random:5"), ("relu", "minilm:2:4", 2.5, "zero"),
-                ("tanh", "minilm:5", 0.9, "top"), ("gelu", "minilm:0:8", 1.75, "top")]
+    # layers 2 and 4 and these heads are not in the default atlas' single-layer blocks; silu is in none
+    settings = [("silu", "minilm:2", 1.25, "random:5"), ("relu", "minilm:2:4", 2.5, "zero"),
+                ("tanh", "minilm:4", 0.9, "top"), ("gelu", "minilm:4:8", 1.75, "top")]
     gam = [0.003, 0.03, 0.3, 3.0]
     for act, ref, c, mu_spec in settings:
         layer = sa.Layer(act, weights=ref)

@@ -24,7 +24,7 @@ from symattn.cli import main
 from symattn.errors import ConvergenceError
 
 HERMITE_KEYS = {"activation", "a0", "a1", "nu", "d", "coefficients", "exact", "provenance"}
-SOLVE_KEYS = {"gamma", "E_attention", "E_linear", "a1", "nu", "d", "provenance"}
+SOLVE_KEYS = {"gamma", "E_attention", "E_linear", "a1", "nu", "d", "provenance", "accuracy"}
 SIMULATE_KEYS = {"gamma", "n", "p", "draws", "E_attention", "E_linear", "provenance"}
 PROVENANCE_KEYS = {"symattn", "parameters", "seed", "backend", "dtype", "versions", "python", "platform",
                    "timestamp", "git_revision"}
@@ -192,6 +192,8 @@ def test_solve_both_json_contract(capsys):
     assert all(0 < e < 1 for e in data["E_attention"])
     att = run_json(capsys, "solve", "--c", 0.5, "--gamma", 0.1, 1, "--aligned", "--snr", 1, "--model", "attention")
     assert set(att) == SOLVE_KEYS - {"E_linear"}
+    assert [a["flag"] for a in att["accuracy"]] and all(a["flag"] in ("ok", "miss", "unvalidated")
+                                                        for a in att["accuracy"])
     np.testing.assert_allclose(att["E_attention"], data["E_attention"], rtol=1e-10)
     # --n uses the finite-p diagonal d_n (about 1/sqrt(p) for tanh)
     dn = run_json(capsys, "solve", "--c", 1, "--gamma", 1, "--n", 400, "--model", "attention")
@@ -224,7 +226,10 @@ def test_strong_signal_warning_for_negative_t(capsys):
     code, out, err = run(capsys, "solve", "--c", 0.5, "--gamma", 0.1, "--snr", 1, "--wk2", 9, "--wq2", 9,
                          "--mu-wk", 3, "--mu-wq", -3, "--wk-wq", -9, "--n", 400)
     assert code == 0, err
-    assert f"t = {-8 / math.sqrt(200):.3g} < -0.15" in err and "--finite-p" in err and err.count("\n") == 1
+    # one line for the finite-size warning (the atlas may add its own AccuracyWarning line: docs/accuracy.md)
+    lines = [line for line in err.splitlines() if "FiniteSizeWarning" in line]
+    assert len(lines) == 1 and f"t = {-8 / math.sqrt(200):.3g} < -0.15" in lines[0] and "--finite-p" in lines[0]
+    assert all(line.startswith("symattn: warning: ") for line in err.splitlines())
 
 
 def test_repeated_list_options_are_merged(capsys):

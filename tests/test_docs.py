@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SCREENSHOT = DOCS / "_build" / "screenshot-theory.png"
 SCREENSHOT_EQUATIONS = DOCS / "_build" / "screenshot-theory-equations.png"
+SCREENSHOT_ACCURACY = DOCS / "_build" / "screenshot-accuracy.png"
 
 #: the modules the build needs (the ``[docs]`` extra); the distribution name in brackets
 DOCS_MODULES = {"sphinx": "sphinx", "myst_parser": "myst-parser", "numpydoc": "numpydoc", "furo": "furo",
@@ -51,7 +52,7 @@ API_WITH_PARAMETERS = ("memorization_error", "solve", "simulate", "Geometry", "a
                        "kernel_constants", "signal_strength")
 
 #: the Markdown pages whose ``>>>`` examples are doctests
-EXAMPLE_PAGES = [DOCS / "getting_started.md", *sorted((DOCS / "tutorials").glob("*.md"))]
+EXAMPLE_PAGES = [DOCS / "getting_started.md", DOCS / "accuracy.md", *sorted((DOCS / "tutorials").glob("*.md"))]
 
 
 def _missing_docs_modules() -> list[str]:
@@ -93,7 +94,8 @@ def test_build_has_every_page(site):
             continue
         assert (site / rel.with_suffix(".html")).is_file(), f"{rel} was not built"
     index = (site / "index.html").read_text(encoding="utf-8")
-    for page in ("getting_started", "theory", "api/index", "api/cli", "gallery", "changelog", "tutorials/index"):
+    for page in ("getting_started", "theory", "api/index", "api/cli", "gallery", "accuracy", "changelog",
+                 "tutorials/index"):
         assert f'href="{page}.html"' in index, f"{page} is not linked from the index"
 
 
@@ -521,6 +523,25 @@ def test_browser_pages_load_without_errors(browser, page_path):
         assert page.evaluate("document.querySelector('dl.py.function') !== null")
     errors = page.console_errors()
     assert not errors, f"console errors on {page_path}: {errors}"
+
+
+def test_browser_accuracy_page_shows_the_heat_maps(browser):
+    """docs/accuracy.md ("Where the theory holds"): every heat map of the atlas is loaded and shown, and
+    the measured table is on the page; a screenshot is saved to docs/_build/screenshot-accuracy.png."""
+    page, base = browser
+    page.goto(f"{base}/accuracy.html")
+    images = page.evaluate("""Array.from(document.querySelectorAll('img')).filter(i => i.src.includes('atlas_'))
+        .map(i => ({src: i.src, w: i.naturalWidth, h: i.naturalHeight}))""")
+    assert len(images) >= 6, images
+    assert all(i["w"] > 300 and i["h"] > 150 for i in images), images
+    assert page.evaluate("document.querySelectorAll('table').length") >= 2
+    assert "within tolerance" in page.evaluate("document.body.innerText")
+    page.evaluate("(() => { const i = document.querySelector('img[src*=atlas_]'); i.scrollIntoView(); })()")
+    time.sleep(0.5)
+    page.screenshot(SCREENSHOT_ACCURACY)
+    assert SCREENSHOT_ACCURACY.stat().st_size > 20_000
+    errors = page.console_errors()
+    assert not errors, f"console errors on accuracy.html: {errors}"
 
 
 def test_browser_search_finds_memorization_error(browser):

@@ -399,8 +399,9 @@ def _run_variant(args, layer) -> int:
                      Geometry(snr=float(np.dot(mu, mu))) if mu is not None else None)
     for m in ("attention", "linear"):
         if args.model in (m, "both"):
-            rows = [np.asarray((layer.theory(ci, args.gamma, model=m, **kw) if m == "attention" else
-                                plain.theory(ci, args.gamma, model=m, **linear_kw)).E, dtype=float).tolist()
+            rows = [[decimal(v, args.dps) if args.backend == "mpmath" else float(v) for v in np.asarray(
+                        (layer.theory(ci, args.gamma, model=m, **kw) if m == "attention" else
+                         plain.theory(ci, args.gamma, model=m, **linear_kw)).E, dtype=object).reshape(-1)]
                     for ci in args.c]
             out[f"E_{m}"] = rows if len(args.c) > 1 else rows[0]
     shown = {**variant_parameters(args), **({"weights": args.weights} if args.weights is not None else {})}

@@ -29,9 +29,10 @@ import numpy as np
 from ..cluster import dask_client
 from ..errors import ParameterError
 from .spec import SweepSpec, load_spec
-from .store import THEORY, Writer, check_store, create_store, done_mask, extend_store, old_index, open_store
+from .store import (THEORY, Writer, check_layers, check_store, create_store, done_mask, extend_store, old_index,
+                    open_store)
 
-__all__ = ["sweep", "open_sweep", "run_task", "theory_arrays", "agreement"]
+__all__ = ["sweep", "open_sweep", "run_task", "point_theory", "theory_arrays", "agreement"]
 
 
 # ----------------------------------------------------------------------------- threads
@@ -88,10 +89,29 @@ def run_task(task: dict, threads=None):
 
 
 # ----------------------------------------------------------------------------- theory
-def theory_arrays(spec: SweepSpec, known=None) -> dict:
+def point_theory(spec: SweepSpec, point: dict, threads=None) -> tuple:
+    """The theory of one point: ``(E_attention, E_linear, warnings)``, E over the spec's γ
+    (:meth:`symattn.Layer.theory`, model 'both', errors 'nan', the point's n and the spec's correction);
+    ``warnings``: the messages of its FiniteSizeWarnings. A task of the cluster, like :func:`run_task`."""
+    from ..errors import FiniteSizeWarning
+
+    layer = spec.layer(point)
+    n = spec.n_of(point)
+    kw = dict(geometry=spec.geometry(point)) if layer.p is None else dict(mu=spec.signal(point))
+    if spec.values["correction"] != "none":
+        kw["correction"] = spec.values["correction"]
+    with task_threads(threads, n, "numpy"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = layer.theory(float(point["c"]), np.asarray(spec.gamma, dtype=float), n=n, model="both", errors="nan",
+                         **kw)
+    said = [str(w.message) for w in caught if issubclass(w.category, FiniteSizeWarning)]
+    return np.asarray(r.attention, dtype=float), np.asarray(r.linear, dtype=float), said
+
+
+def theory_arrays(spec: SweepSpec, known=None, client=None) -> dict:
     """The deterministic equivalents of every point, and what each point used.
 
-    :meth:`symattn.Layer.theory` (model 'both', the point's n, errors 'nan', the spec's ``correction``),
+    :func:`point_theory` of every point (on the cluster of ``client`` when given, one task a point),
     shape ``spec.shape + (len(gamma),)``: ``theory_attention``, ``theory_linear``; per point (shape
     ``spec.shape``): ``t`` (the finite-p signal strength of the paper's geometry, NaN for a layer with
     weights), ``strong_signal`` (``|t| > 0.15`` with the asymptotic theory: it is biased there,
@@ -101,7 +121,6 @@ def theory_arrays(spec: SweepSpec, known=None) -> dict:
     ``known``: ``{"index": function(point) -> old grid index or None, "gamma": old γ index per γ, "ds":
     the old dataset}``; the theory of a point found there with every γ is copied, not solved again.
     """
-    from ..errors import FiniteSizeWarning
     from ..model import STRONG_SIGNAL_T, signal_strength
 
     G = len(spec.gamma)
@@ -109,36 +128,36 @@ def theory_arrays(spec: SweepSpec, known=None) -> dict:
     out.update(t=np.full(spec.shape, np.nan), strong_signal=np.zeros(spec.shape, dtype=bool),
                engine=np.full(spec.shape, "", dtype=object), layer=np.full(spec.shape, "", dtype=object),
                layer_digest=np.full(spec.shape, "", dtype=object))
-    gamma = np.asarray(spec.gamma, dtype=float)
     correction = None if spec.values["correction"] == "none" else spec.values["correction"]
-    said = set()
+    todo = []
     for idx, pt in spec.points():
         layer = spec.layer(pt)
-        n = spec.n_of(pt)
         old = None if known is None else known["index"](pt)
         if old is not None and all(g is not None for g in known["gamma"]):
             for name in THEORY:
                 out[name][idx] = np.asarray(known["ds"][name].values[old])[list(known["gamma"])]
         else:
-            kw = dict(geometry=spec.geometry(pt)) if layer.p is None else dict(mu=spec.signal(pt))
-            if correction is not None:
-                kw["correction"] = correction
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                r = layer.theory(float(pt["c"]), gamma, n=n, model="both", errors="nan", **kw)
-            for w in caught:  # failed points are NaN; the finite-size warning is the user's to judge, once
-                if issubclass(w.category, FiniteSizeWarning) and str(w.message) not in said:
-                    said.add(str(w.message))
-                    warnings.warn(w.message, stacklevel=2)
-            out["theory_attention"][idx] = np.asarray(r.attention, dtype=float)
-            out["theory_linear"][idx] = np.asarray(r.linear, dtype=float)
+            todo.append((idx, pt))
         if layer.p is None:
-            t = float(signal_strength(spec.geometry(pt), n, float(pt["c"])))
+            t = float(signal_strength(spec.geometry(pt), spec.n_of(pt), float(pt["c"])))
             out["t"][idx] = t
             out["strong_signal"][idx] = abs(t) > STRONG_SIGNAL_T and correction is None
         out["engine"][idx] = layer.engine()
         out["layer"][idx] = json.dumps(layer.to_dict(), sort_keys=True)
         out["layer_digest"][idx] = layer.digest
+    if client is None:
+        results = [point_theory(spec, pt) for _, pt in todo]
+    else:   # one task a point, one BLAS thread each; the results in the order of todo
+        futures = [client.submit(point_theory, spec, pt, 1, pure=False) for _, pt in todo]
+        results = client.gather(futures)
+    said = []
+    for (idx, _), (att, lin, msgs) in zip(todo, results):
+        out["theory_attention"][idx], out["theory_linear"][idx] = att, lin
+        said += [m for m in msgs if m not in said]
+    from ..errors import FiniteSizeWarning
+
+    for m in said:   # the finite-size warning is the user's to judge: once per message
+        warnings.warn(FiniteSizeWarning(m), stacklevel=3)
     return out
 
 
@@ -261,26 +280,30 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     t0 = time.perf_counter()
     status = check_store(store, spec)
     all_tasks = spec.tasks()
-    extended = []
-    if isinstance(status, dict):  # a store of a spec that this one extends: keep what it holds
-        from .spec import SweepSpec
-
-        extended = spec.extension_of(status)
-        old_spec = SweepSpec.from_dict(status)
-        index, g_idx = old_index(old_spec, spec)
-        known = {"index": index, "gamma": g_idx, "ds": open_store(store)}
-        extend_store(store, status, spec, theory_arrays(spec, known), provenance=prov)
-        status = "same"
-    done = done_mask(store, spec) if status == "same" else np.zeros(spec.shape + (spec.draws,), dtype=bool)
-    extra = {"gamma": spec.gamma, "aligned": bool(spec.values["aligned"]), "backend": spec.values["backend"]}
-    missing = [dict(t, **extra) for t in all_tasks if not done[t["index"]]]
     engine = "serial" if scheduler == "serial" else ("local-cluster" if scheduler is None else "scheduler")
-    nworkers = 0
+    extra = {"gamma": spec.gamma, "aligned": bool(spec.values["aligned"]), "backend": spec.values["backend"]}
+    extended, nworkers = [], 0
     with contextlib.ExitStack() as stack:
+        if status == "same":
+            check_layers(store, spec)
+            done = done_mask(store, spec)
+        else:
+            done = np.zeros(spec.shape + (spec.draws,), dtype=bool)
         # a cluster first (a wrong address fails before any work), only when there is work to do
-        client = stack.enter_context(dask_client(scheduler, workers)) if missing and engine != "serial" else None
-        if status is None:
-            create_store(store, spec, theory_arrays(spec), provenance=prov)
+        need = status != "same" or not done.all()
+        client = stack.enter_context(dask_client(scheduler, workers)) if need and engine != "serial" else None
+        if isinstance(status, dict):  # a store of a spec that this one extends: keep what it holds
+            from .spec import SweepSpec
+
+            extended = spec.extension_of(status)
+            index, g_idx = old_index(SweepSpec.from_dict(status), spec)
+            known = {"index": index, "gamma": g_idx, "ds": open_store(store)}
+            extend_store(store, status, spec, theory_arrays(spec, known, client), provenance=prov)
+        elif status is None:
+            create_store(store, spec, theory_arrays(spec, client=client), provenance=prov)
+        if status != "same":
+            done = done_mask(store, spec)
+        missing = [dict(t, **extra) for t in all_tasks if not done[t["index"]]]
         writer = Writer(store)
         with tqdm(total=len(missing), desc="sweep", unit="task", file=sys.stderr, leave=False,
                   disable=not _show(progress, len(missing))) as bar:
@@ -294,7 +317,7 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
             "store": str(store), "points": int(math.prod(spec.shape)) * len(spec.gamma),
             "grid_points": int(math.prod(spec.shape)), "draws": spec.draws, "gamma": spec.gamma,
             "dims": list(spec.dims), "engine": engine, "workers": nworkers, "extended": extended,
-            "strong_signal": int(np.sum(ds["strong_signal"].values)),
+            "strong_signal": int(np.sum(ds["strong_signal"].values)) if "strong_signal" in ds else None,
             "seconds": time.perf_counter() - t0, "agreement": agreement(ds), "provenance": prov}
 
 

@@ -32,8 +32,10 @@ Keys (every other key is refused, naming it):
   ``n`` (2 <= n <= 1e9, or ``"auto"``: n = round(p/c) for a layer with weights or heads, the default
   for such a spec), ``diagonal`` ('f' or 'zero', default 'f');
   the layer (:class:`symattn.Layer`): ``weights`` ('none' (default), ``minilm:LAYER[:HEAD]`` or FILE.npy),
-  ``heads`` ('none', ``minilm:LAYER``, FILE.npy, or a list of head references -- so a *list of lists*
-  sweeps head sets), ``readout`` ('concat' or 'sum'), ``residual`` (bool), ``kernel`` ('entrywise' or
+  ``heads`` (a value is 'none', ``minilm:LAYER`` (its 12 heads), ``minilm:LAYER:HEAD`` (one head), an H×p×p
+  FILE.npy, or a list of such references naming one head each; as everywhere a list of values is an axis,
+  so ``heads = ["minilm:2", "minilm:3"]`` sweeps two layers' heads and ``heads = [["minilm:2:0",
+  "minilm:2:1"]]`` is one layer of two heads), ``readout`` ('concat' or 'sum'), ``residual`` (bool), ``kernel`` ('entrywise' or
   'softmax'), ``temperature`` (> 0); and ``mu`` ('zero', 'top', 'random:SEED' or FILE.npy: the signal of
   a layer with weights or heads, scaled to ‖μ‖² = ``snr`` for top and random, :meth:`symattn.Layer.signal`);
   ``tile`` (1 <= T <= 64, default 1: the weights or heads W ⊗ I_T, p → pT, for the n-law at fixed c);
@@ -288,6 +290,11 @@ class SweepSpec:
                 # every geometry must be a PSD Gram matrix that p = round(c n) can hold
                 check_dimension(point["n"], point["c"], spec.geometry(point))
             else:
+                given = [k for k in GEOMETRY_KEYS[1:] if point[k] != DEFAULTS[k]] + (["aligned"] if values["aligned"]
+                                                                                    else [])
+                if given:   # the signal of a layer with weights is the vector mu, scaled by snr
+                    raise ParameterError(given[0], point.get(given[0], True), "unset for a layer with weights or heads",
+                                         hint="its signal is mu = zero|top|random:SEED|FILE.npy, scaled by snr" + where)
                 spec.n_of(point)
                 spec.signal(point)
             if values["correction"] != "none" and layer.engine() != "paper":

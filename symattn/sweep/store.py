@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["create_store", "check_store", "extend_store", "old_index", "done_mask", "write_task", "open_store",
+__all__ = ["create_store", "check_store", "check_layers", "extend_store", "old_index", "done_mask", "write_task", "open_store",
            "VARIABLES", "THEORY", "POINT_VARIABLES"]
 
 VARIABLES = ("E_attention", "E_linear")
@@ -143,6 +143,28 @@ def check_store(path, spec):
                                   f"({old.get(err.name)!r} there, {err.value!r} here: allowed {err.allowed}); use a "
                                   "new --store for the new spec") from None
     return old
+
+
+def check_layers(path, spec) -> None:
+    """Refuse to resume a store whose points' layers changed content (a weights file rewritten in place):
+    the stored ``layer_digest`` of every point must be the digest of the layer the spec names now.
+
+    Raises
+    ------
+    ParameterError
+        ``store``, naming the first point whose layer differs.
+    """
+    g = _group(path)
+    if "layer_digest" not in g:   # a store of the first format (no layers but the paper's)
+        return
+    stored = np.asarray(g["layer_digest"][...])
+    for idx, pt in spec.points():
+        now = spec.layer(pt).digest
+        if str(stored[idx]) != now:
+            raise ParameterError("store", str(path), "a store whose layers are the ones the spec names now",
+                                 hint="the layer at " + ", ".join(f"{d} = {pt[d]}" for d in spec.dims)
+                                      + " has changed content since it was stored (a weights file rewritten?): "
+                                        "use a new --store")
 
 
 def old_index(old_spec, new_spec):

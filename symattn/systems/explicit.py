@@ -361,7 +361,14 @@ class ExplicitError:
 
         from ..errors import ParameterError
 
+        if expr is not None and not isinstance(expr, (sp.Basic, int, float)) or isinstance(expr, sp.MatrixBase):
+            raise ParameterError("expr", type(expr).__name__, "one SymPy expression (evaluate several one by one, "
+                                 "or compile them together with ex.compile)")
         tg = self._targets(expr)[0]
+        if "geometry" not in result.parameters or getattr(result, "bulk", None) is None:
+            raise ParameterError("result", f"engine {result.parameters.get('engine', 'paper')!r}",
+                                 "a result of the paper model's asymptotic attention theory (sa.solve, or "
+                                 "Layer(f).theory with gamma > 0): only it has traces")
         gram = result.gram
         if gram.shape != tuple(self.gram.shape):
             raise ParameterError("result", f"a geometry of rank {(gram.shape[0] - 1) // 2}",
