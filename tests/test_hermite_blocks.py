@@ -157,9 +157,9 @@ def _captured_model(f, W, **kw):
     seen = {}
     orig = gc._point_implicit
 
-    def spy(m, z, blocks, nodes, traces):
+    def spy(m, z, blocks, nodes, traces, **kw):
         seen.update(m=m, blocks=blocks, nodes=nodes, traces=traces)
-        return orig(m, z, blocks, nodes, traces)
+        return orig(m, z, blocks, nodes, traces, **kw)
 
     gc._point_implicit = spy
     try:
