@@ -11,7 +11,9 @@ Its nonlinear part is modelled one of two ways (:func:`kernel_structure`):
 
 ``'auto'`` picks ``'blocks'`` exactly when W is of low rank, rank W <= min(:data:`BLOCK_MAX_RANK`, p/4)
 (for single MiniLM heads, rank 32 at p = 384, the free noise was 4–11 % off at small γ; for rank p it is
-within 1 %, §12.6).
+within 1 %, §12.6). An explicit ``'blocks'`` also applies to a W of higher rank, up to full rank: then every
+block is enumerated and the cubic one compressed into atoms (docs/theory.md §12.9: for the full-rank MiniLM W
+at c = 1–2 it is closer to Monte Carlo than 'free'; 'auto' is unchanged).
 """
 
 from __future__ import annotations
@@ -82,13 +84,17 @@ def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagona
     if not applies:
         return "free"
     W = np.asarray(W, dtype=float)
+    rank = _rank(W)
+    return "blocks" if 0 < rank <= min(BLOCK_MAX_RANK, BLOCK_MAX_FRACTION * W.shape[0]) else "free"
+
+
+def _rank(W) -> int:
     key = _digest(W)
     if key not in _RANKS:   # one SVD per W, not one per call
         if len(_RANKS) > 16:
             _RANKS.clear()
         _RANKS[key] = weight_rank(W)
-    rank = _RANKS[key]
-    return "blocks" if 0 < rank <= min(BLOCK_MAX_RANK, BLOCK_MAX_FRACTION * W.shape[0]) else "free"
+    return _RANKS[key]
 
 
 def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
@@ -99,7 +105,10 @@ def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
     if key not in _BLOCK_CONSTANTS:
         if len(_BLOCK_CONSTANTS) > 16:
             _BLOCK_CONSTANTS.clear()
-        _BLOCK_CONSTANTS[key] = hermite_block_constants(f, W)
+        # above MAX_BLOCK_RANK (only with an explicit structure='blocks') every block is enumerated, the cubic
+        # one compressed into atoms (docs/theory.md §12.9); the constants' Monte Carlo has a fixed seed (0)
+        full = _rank(W) > MAX_BLOCK_RANK
+        _BLOCK_CONSTANTS[key] = hermite_block_constants(f, W, max_rank=W.shape[0] if full else MAX_BLOCK_RANK)
     return hermite_block_error(f, c, gammas, W, mu, signal=signal, constants=_BLOCK_CONSTANTS[key])["E"]
 
 

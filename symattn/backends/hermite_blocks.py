@@ -63,15 +63,93 @@ import numpy as np
 from ..errors import ConvergenceError, ParameterError
 from ..model import weight_rank
 from ..gauss import gauss_hermite
-from .general_w import (X_, U_, W_, _digest, _p_traces, _sigma_nn, _sigma_pp, general_w_model, resolvent_F,
-                        strong_direction_correction)
+from .general_w import (X_, U_, W_, _digest, _p_traces, _sigma_nn, _sigma_pp, general_w_model, physical_points,
+                        resolvent_F, strong_direction_correction)
 
-__all__ = ["HermiteBlockConstants", "hermite_block_constants", "hermite_block_error"]
+__all__ = ["HermiteBlockConstants", "BlockAtoms", "compress_weights", "hermite_block_constants", "hermite_block_error"]
 
 #: a multi-index sum over the cubic block is enumerated only up to this rank (above, the block is free noise)
 MAX_BLOCK_RANK = 64
 #: latent pairs per chunk of the Monte Carlo of the constants
 CHUNK = 20_000
+#: above MAX_BLOCK_RANK the cubic block's C(r+2, 3) squared weights are kept as this many log-spaced atoms
+ATOM_BINS = 3000
+
+
+@dataclass
+class BlockAtoms:
+    r"""The squared weights m_α² of a large block, compressed: per log-bin of m², one atom of value
+    v = Σm⁴/Σm² and multiplicity w = (Σm²)²/Σm⁴, so that Σ w v = Σ m² and Σ w v² = Σ m⁴ in every bin
+    (docs/theory.md §12.9). The block enters the Dyson equation only through φ(x) = Σ_α m_α²/(1 + x m_α²),
+    which the atoms reproduce to second order in each bin's spread.
+
+    Attributes
+    ----------
+    v, w : numpy.ndarray
+        Atom values (of m²) and multiplicities.
+    size : int
+        The number of multi-indices D compressed.
+
+    Examples
+    --------
+    >>> a = compress_weights(np.array([1.0, 1.0, 4.0]), bins=2)
+    >>> a.size, float(np.sum(a.w * a.v)), float(np.sum(a.w * a.v ** 2))
+    (3, 6.0, 18.0)
+    """
+
+    v: np.ndarray
+    w: np.ndarray
+    size: int
+
+    def total(self) -> float:
+        """Σ_α m_α² (the block's variance)."""
+        return float(np.sum(self.w * self.v))
+
+
+def compress_weights(m2, bins: int = ATOM_BINS) -> BlockAtoms:
+    """:class:`BlockAtoms` of the squared weights ``m2`` (an array), keeping Σm² and Σm⁴ per log-bin.
+
+    Examples
+    --------
+    >>> compress_weights(np.full(10, 0.5)).size
+    10
+    """
+    m2 = np.asarray(m2, dtype=float).ravel()
+    pos = m2[m2 > 0]
+    if pos.size == 0:
+        return BlockAtoms(v=np.zeros(1), w=np.zeros(1), size=m2.size)
+    lo, hi = math.log(pos.min()), math.log(pos.max())
+    idx = np.minimum(((np.log(pos) - lo) / max(hi - lo, 1e-300) * bins).astype(int), bins - 1)
+    s1, s2 = np.bincount(idx, pos, bins), np.bincount(idx, pos * pos, bins)
+    k = s1 > 0
+    return BlockAtoms(v=s2[k] / s1[k], w=s1[k] ** 2 / s2[k], size=m2.size)
+
+
+def _cubic_atoms(shat, coef, bins: int = ATOM_BINS) -> BlockAtoms:
+    """:class:`BlockAtoms` of m_α² = coef·ŝ_a²ŝ_b²ŝ_c² over a <= b <= c, streamed over a (the C(r+2, 3) multi-indices
+    are never held at once: 9.5 M at r = 384)."""
+    s2 = shat * shat
+    r = s2.size
+    lo, hi = 3 * math.log(float(s2.min())), 3 * math.log(float(s2.max()))
+    span = max(hi - lo, 1e-300)
+    S1, S2 = np.zeros(bins), np.zeros(bins)
+    for a in range(r):
+        b, c = np.triu_indices(r - a)
+        t = s2[a] * s2[b + a] * s2[c + a]
+        idx = np.clip(((np.log(t) - lo) / span * bins).astype(int), 0, bins - 1)
+        S1 += np.bincount(idx, t, bins)
+        S2 += np.bincount(idx, t * t, bins)
+    k = S1 > 0
+    return BlockAtoms(v=coef * S2[k] / S1[k], w=S1[k] ** 2 / S2[k], size=r * (r + 1) * (r + 2) // 6)
+
+
+def _block_total(mw) -> float:
+    """Σ m_α² of a block (weights m_α, or :class:`BlockAtoms` of m²)."""
+    return mw.total() if isinstance(mw, BlockAtoms) else float(np.sum(mw * mw))
+
+
+def _block_present(mw) -> bool:
+    return mw is not None and (mw.total() > 0 if isinstance(mw, BlockAtoms) else bool(np.any(mw)))
 
 
 @dataclass
@@ -84,8 +162,9 @@ class HermiteBlockConstants:
         Coefficients of 1, ξ, T33, P31 + P13, T22, P20 + P02 (the last two 0 for an odd f).
     rest_var, rest_tau : float
         Variance s_r² and transpose correlation τ_r of the remainder.
-    m33, m31, m22 : numpy.ndarray or None
-        Block weights m_α (None when a block is not enumerated, rank > MAX_BLOCK_RANK, or f is odd).
+    m33, m31, m22 : numpy.ndarray, BlockAtoms or None
+        Block weights m_α (None when a block is not enumerated, rank > max_rank, or f is odd); for
+        MAX_BLOCK_RANK < rank <= max_rank the cubic block's squared weights as :class:`BlockAtoms`.
     rank, shat, omega, U, V
         r, ŝ = S/√(pω), ω = ‖W‖_F²/p and the singular vectors of W.
 
@@ -209,7 +288,8 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
     seed : int
     max_rank : int
         The cubic block's weights are enumerated (C(r+2, 3) of them) only for rank ≤ max_rank;
-        otherwise T33 is folded into the remainder noise (m33 = None).
+        otherwise T33 is folded into the remainder noise (m33 = None). Above :data:`MAX_BLOCK_RANK` (up to
+        max_rank = p, a full-rank W) they are streamed into :class:`BlockAtoms` (:data:`ATOM_BINS` atoms).
 
     Returns
     -------
@@ -283,7 +363,12 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
     bd = dict(zip(names, (float(v) for v in b)))
     b0, b1, b31 = bd["1"], bd["xi"], bd["t31"]
     b3, b2, b20 = bd.get("t33", 0.0), bd.get("t22", 0.0), bd.get("t20", 0.0)
-    m33 = b3 * math.sqrt(6) * np.prod(shat[_triples(r)], axis=1) if blocks else None
+    if not blocks:
+        m33 = None
+    elif r <= MAX_BLOCK_RANK:
+        m33 = b3 * math.sqrt(6) * np.prod(shat[_triples(r)], axis=1)
+    else:   # C(r+2, 3) weights: compressed (docs/theory.md §12.9)
+        m33 = _cubic_atoms(shat, 6 * b3 * b3)
     m22 = b2 * math.sqrt(2) * np.prod(shat[_pairs(r)], axis=1) if blocks and even else None
     s4 = float(np.sum(shat**4))
     sig_w = np.sqrt(2 * s4 + 4 * shat**4)     # E w_c(u)² = 2 Σ_a ŝ_a⁴ + 4 ŝ_c⁴
@@ -323,7 +408,11 @@ def _scale3(u, s2):
     y = (s2 * s2 / 2) * (uu - 1) ** 2
     t = (s2 ** 3 / 6) * (uu * u - 3 * u) ** 2
     num = _esym(x, 3)[3] + y.sum(1) * x.sum(1) - (y * x).sum(1) + t.sum(1)
-    return num / np.sum(np.prod(s2[_triples(s2.size)], axis=1))
+    if s2.size <= MAX_BLOCK_RANK:
+        return num / np.sum(np.prod(s2[_triples(s2.size)], axis=1))
+    # Σ_{a<=b<=c} ŝ_a²ŝ_b²ŝ_c² = h3(ŝ²), the complete homogeneous polynomial (P1³ + 3P1P2 + 2P3)/6, P_k = Σŝ^{2k}
+    P1, P2, P3 = (float(np.sum(s2 ** k)) for k in (1, 2, 3))
+    return num / ((P1 ** 3 + 3 * P1 * P2 + 2 * P3) / 6)
 
 
 def _scale2(u, s2):
@@ -339,7 +428,7 @@ def _token_nodes(f, W, k, b1, tokens, seed, mu):
     :func:`_scale3`, :func:`_scale2`). The draws (q and the scales) are cached per content of
     (W, μ, U, V, ŝ) and (seed, tokens); κ is evaluated per call."""
     p = W.shape[0]
-    scaled = tuple(name for name, mw in (("33", k.m33), ("22", k.m22)) if mw is not None and np.any(mw))
+    scaled = tuple(name for name, mw in (("33", k.m33), ("22", k.m22)) if _block_present(mw))
     content = tuple(None if a is None else _digest(a) for a in (W, mu, k.U, k.V, k.shat))
     key = (content, seed, tokens, scaled)
     if key not in _NODE_CACHE:
@@ -500,6 +589,14 @@ def _block_phi(m2, x):
     (exact to O(η²); one sum over the D weights instead of one per point)."""
     x = np.asarray(x)
     x0 = float(np.real(x.flat[0]))
+    if isinstance(m2, BlockAtoms):      # Σ_b w_b v_b/(1 + x v_b), φ' = −Σ_b w_b v_b²/(1 + x v_b)²
+        v, w = m2.v, m2.w
+        if np.ndim(x) == 0 and not np.iscomplexobj(x):
+            return np.sum(w * v / (1 + x0 * v))
+        if np.max(np.abs(x - x0)) <= 1e-12 * max(abs(x0), 1e-300):
+            q = v / (1 + x0 * v)
+            return np.sum(w * q) - np.sum(w * q * q) * (x - x0)
+        return np.sum(w * v / (1 + x[..., None] * v), axis=-1)
     if np.ndim(x) == 0 and not np.iscomplexobj(x):
         return np.sum(m2 / (1 + x0 * m2))
     if np.max(np.abs(x - x0)) <= 1e-12 * max(abs(x0), 1e-300):
@@ -609,14 +706,17 @@ def _residual(new, state) -> float:
     return float(np.max(np.abs(new - state) / scale))
 
 
-def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: bool = True):
-    """The fixed point state = Φ(state) at real z = γ from the γ → ∞ start: an Anderson-accelerated damped
+def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: bool = True, state0=None):
+    """The fixed point state = Φ(state) at real z = γ from the γ → ∞ start (or from ``state0``, a warm start
+    of the γ-continuation): an Anderson-accelerated damped
     iteration (it stays on the physical branch), then, below the relative residual :data:`NEWTON_SWITCH`,
     Newton's method with the Jacobian of :func:`_jacobians` (a step that raises the residual is halved).
     Returns (state, p-trace operator at the state, evaluations, (∂Φ/∂state, ∂Φ/∂z) at the last iterate
     when Newton computed them there, else None)."""
     nb = len(blocks)
     state = np.concatenate([np.diag([1.0 / z, 1.0, 1.0]).ravel(), np.tile([1.0 / z, 1.0], nb)])
+    if state0 is not None:
+        state = np.array(state0, dtype=float)
     ns = state.size
     X, R = [], []
     res = np.inf
@@ -671,12 +771,13 @@ def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: boo
                            residuals=[res], iterations=maxiter, point={"gamma": float(z)})
 
 
-def _point_implicit(m, z, blocks, nodes, traces):
+def _point_implicit(m, z, blocks, nodes, traces, solved=None):
     """(F, F') at γ = z: F′ by implicit differentiation of the fixed point s* = Φ(s*, z),
     ds/dz = (I − ∂Φ/∂s)^{-1} ∂Φ/∂z (:func:`_jacobians`), then one complex step of F along (ds/dz, 1)
     (the n-forms Φ(s*)[:9] move by ds/dz[:9], as Φ(s*) = s*). The Jacobians are those of the last Newton
-    iterate s_k when the solver has them (s* = Φ(s_k), |s* − s_k| below 1e-12 relative), else taken at s*."""
-    st, Hop, _, jac = _solve(m, z, blocks, nodes, traces)
+    iterate s_k when the solver has them (s* = Φ(s_k), |s* − s_k| below 1e-12 relative), else taken at s*.
+    ``solved``: the output of :func:`_solve` at z when the caller has it."""
+    st, Hop, _, jac = _solve(m, z, blocks, nodes, traces) if solved is None else solved
     if jac is None:
         st, J, Jz, Hop = _jacobians(m, st, z, blocks, nodes, Hop)
     else:
@@ -688,10 +789,26 @@ def _point_implicit(m, z, blocks, nodes, traces):
     return float(np.real(Fc)), float(np.imag(Fc)) / h
 
 
+def _physical_implicit(m, gam, blocks, nodes, traces):
+    """(F, F') at the points γ with the physical checks and γ-continuation of
+    :func:`~symattn.backends.general_w.physical_points` (a point that passes them is :func:`_point_implicit`'s)."""
+
+    def solve(z, start):
+        out = _solve(m, z, blocks, nodes, traces, state0=None if start is None else start[0])
+        F = _signal_F(m, out[0], z, blocks, nodes, traces)
+        return out, float(np.real(F)), out[2]
+
+    def evaluate(z, solved):
+        F0, dF = _point_implicit(m, z, blocks, nodes, traces, solved=solved)
+        return -z * z * dF, F0, (F0, dF)
+
+    return physical_points(gam, solve, evaluate, name="Hermite-block")[0]
+
+
 def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=("33", "31", "22"),
                           token_scales: bool = True,
                           constants=None, tokens: int = 4000, pairs=None, seed: int = 0,
-                          rel_step: float = 1e-4, derivative: str = "implicit") -> dict:
+                          rel_step: float = 1e-4, derivative: str = "implicit", max_rank: int = MAX_BLOCK_RANK) -> dict:
     r"""E_A(γ) = −γ² F'(γ) for the kernel model with the structured Hermite blocks (module docstring).
 
     F(γ) = ⟨G_xx⟩ of the Dyson fixed point s* = Φ(s*, γ) (Anderson, then Newton; to 1e-12); F' by
@@ -728,6 +845,11 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     rel_step : float
         The relative step of ``derivative='central'``.
     derivative : {'implicit', 'central'}
+        With 'implicit' every point passes the physical checks of
+        :func:`~symattn.backends.general_w.physical_points` (γ-continuation where the cold start fails them).
+    max_rank : int
+        Without ``constants``: the largest rank whose cubic and quadratic blocks are enumerated
+        (:func:`hermite_block_constants`; W.shape[0] for a full-rank W, docs/theory.md §12.9).
 
     Returns
     -------
@@ -752,7 +874,7 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
         if b not in ("33", "31", "22"):
             raise ParameterError("blocks", b, "a subset of ('33', '31', '22')")
     W = np.asarray(W, dtype=float)
-    k = constants if constants is not None else hermite_block_constants(f, W, pairs=pairs, seed=seed)
+    k = constants if constants is not None else hermite_block_constants(f, W, pairs=pairs, seed=seed, max_rank=max_rank)
     m0 = general_w_model(f, c, W, mu, signal="linear")
     rest = k.rest_var
     blk = []
@@ -769,18 +891,19 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
             continue
         if name in blocks:
             ru, rv = sc.get(name, (one, one))
-            blk.append((mw * mw, ru, rv))
+            blk.append((mw if isinstance(mw, BlockAtoms) else mw * mw, ru, rv))
         else:
-            rest += float(np.sum(mw * mw))
+            rest += _block_total(mw)
     tau = k.rest_tau * k.rest_var / rest
     m = replace(m0, a1=k.b1, sigma2=rest / m0.c, tau=tau)
     nodes = {"kappa": kappa, "w": w}
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
     traces = _low_rank_traces(W)
     E, F = [], []
-    for g0 in gam:
+    implicit = _physical_implicit(m, gam, blk, nodes, traces) if derivative == "implicit" else None
+    for i, g0 in enumerate(gam):
         if derivative == "implicit":
-            F0, dF = _point_implicit(m, float(g0), blk, nodes, traces)
+            F0, dF = implicit[i]
         else:
             Fs = []
             for z in (g0 * (1 - rel_step), g0, g0 * (1 + rel_step)):
