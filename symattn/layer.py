@@ -583,7 +583,15 @@ class Layer:
             raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
                                  "(the ridgeless value gamma = 0 is of the paper's model only)")
         kw = {k: v for k, v in given.items() if k in eng.options}
-        out = eng.run(self, c, gamma, model=model, backend=backend, dps=dps, n=n, errors=errors, **kw)
+        from .errors import ConvergenceError
+
+        try:
+            out = eng.run(self, c, gamma, model=model, backend=backend, dps=dps, n=n, errors=errors, **kw)
+        except ConvergenceError:
+            if errors != "nan":
+                raise
+            # an engine that fails its points together: solved point by point, the failed ones NaN
+            out = _pointwise(eng, self, c, gamma, model=model, backend=backend, dps=dps, n=n, **kw)
         from .theory import TheoryResult
 
         if not isinstance(out, TheoryResult):
@@ -728,6 +736,32 @@ def _zero_ridge(gamma) -> bool:
         return bool(np.any(np.asarray(gamma, dtype=float) == 0))
     except (TypeError, ValueError):
         return False
+
+
+def _pointwise(eng, layer, c, gamma, *, model, backend, dps, n, **kw):
+    """``eng.run`` at each point (c, γ) alone: E per model shaped broadcast(c, gamma), NaN where the point's
+    solver fails, with one FailedPointsWarning naming them (``errors='nan'`` for every engine)."""
+    from .errors import ConvergenceError, FailedPointsWarning
+
+    cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
+    models = ("attention", "linear") if model == "both" else (model,)
+    out = {m: np.full(cb.shape, np.nan, dtype=object if backend == "mpmath" else float) for m in models}
+    failed = []
+    for i in np.ndindex(cb.shape):
+        try:
+            v = eng.run(layer, float(cb[i]), [float(gb[i])], model=model, backend=backend, dps=dps, n=n,
+                        errors="nan", **kw)
+        except ConvergenceError as err:
+            failed.append({"c": float(cb[i]), "gamma": float(gb[i]), "reason": err.reason})
+            continue
+        v = v.E if hasattr(v, "E") else v
+        for m in models:
+            out[m][i] = np.asarray(v[m] if isinstance(v, dict) else v, dtype=object).reshape(-1)[0]
+    if failed:
+        shown = "; ".join(f"c={p['c']:g}, gamma={p['gamma']:g}: {p['reason']}" for p in failed[:10])
+        warnings.warn(FailedPointsWarning(f"{len(failed)} point(s) failed and are NaN: {shown}", failed),
+                      stacklevel=_caller_level())
+    return out if model == "both" else out[model]
 
 
 def _as_result(values, c, gamma, model, backend, dps, n):

@@ -325,3 +325,26 @@ def test_simulate_cli_with_weights_and_mu(capsys, tmp_path):
     assert main(["simulate", "-a", "tanh", "--c", "0.5", "--gamma", "0.1", "--weights", str(tmp_path / "W.npy"),
                  "--n", "30"]) == 2
     assert "round(c n) = 20" in capsys.readouterr().err
+
+
+def test_errors_nan_isolates_the_failed_points_of_every_engine(monkeypatch):
+    """errors='nan' on an engine that fails its points together (the variants): the failing point is NaN, the
+    others are the values of their own solves, with one FailedPointsWarning naming the point."""
+    import symattn.variants as variants
+    from symattn.errors import ConvergenceError, FailedPointsWarning
+
+    real = variants.variant_error
+
+    def failing(f, c, gamma, **kw):
+        if np.any(np.isclose(np.atleast_1d(gamma), 0.5)):
+            raise ConvergenceError("no convergence (a test)", point={"gamma": 0.5})
+        return real(f, c, gamma, **kw)
+
+    monkeypatch.setattr(variants, "variant_error", failing)
+    layer = sa.Layer("tanh", residual=True)
+    with pytest.raises(ConvergenceError):
+        layer.theory(0.5, [0.1, 0.5, 1.0])
+    with pytest.warns(FailedPointsWarning, match="gamma=0.5"):
+        r = layer.theory(0.5, [0.1, 0.5, 1.0], errors="nan")
+    E = np.asarray(r.E, dtype=float)
+    assert np.isnan(E[1]) and np.array_equal(E[[0, 2]], np.asarray(real("tanh", 0.5, [0.1, 1.0], residual=True)))

@@ -43,6 +43,9 @@ def add_parser(subparsers):
     p.add_argument("--figures", default=None, metavar="DIR",
                    help="instead of running: draw the heat maps of the finished atlas DIR into --out")
     p.add_argument("--out", default=None, metavar="FOLDER", help="with --figures: where the PNGs go")
+    p.add_argument("--refresh-theory", dest="refresh_theory", action="store_true",
+                   help="instead of running: recompute the theory of the finished atlas --store with the current "
+                        "code, keep its Monte Carlo, and write the table again (after a change of the theory)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return finish_command(p, run)
 
@@ -61,7 +64,16 @@ def run(args) -> int:
         for path in paths:
             print(path)
         return EXIT_OK
-    from ..atlas import run_atlas
+    from ..atlas import refresh_theory, run_atlas
+
+    if args.refresh_theory:
+        res = refresh_theory(args.store, scheduler=args.scheduler, workers=args.workers)
+        if args.json:
+            return print_json(res)
+        for name, b in res["blocks"].items():
+            print(f"{name}: {b['moved']} cells moved (largest relative change {b['largest']:.2g})")
+        print(f"{res['cells']} cells; table {res['table']}; {res['seconds']:.0f} s")
+        return EXIT_OK
 
     summary = run_atlas(args.spec, args.store, scheduler=args.scheduler, workers=args.workers, quick=args.quick,
                         progress=False if args.no_progress else None)
