@@ -7,10 +7,12 @@ measured cells of the same theory engine, in the parameter space
 
 .. math::  d^2 = \Big(\frac{Δ\log_{10} c}{0.25}\Big)^2 + \Big(\frac{Δ\log_{10} γ}{1}\Big)^2
            + \Big(\frac{Δ\log(1 + ‖μ‖^2)}{0.5}\Big)^2 + \Big(\frac{Δa}{0.5}\Big)^2
-           + \Big(\frac{Δ\log_{10}(r_\mathrm{eff}/p)}{0.5}\Big)^2 + 0.5^2\,[f ≠ f'],
+           + \Big(\frac{Δ\log_{10}(r_\mathrm{eff}/p)}{0.5}\Big)^2 + \Big(\frac{Δ\log_{10} n}{0.3}\Big)^2
+           + 0.5^2\,[f ≠ f'],
 
 with a the alignment of μ with the weights' top direction and r_eff = ‖W‖_F⁴/‖WᵀW‖_F² the effective
-rank of W (:meth:`symattn.Layer.features`). A cell is *within tolerance* when
+rank of W (:meth:`symattn.Layer.features`), n the tokens (a value asked without n is compared with the
+cells at the largest n the engine was measured at). A cell is *within tolerance* when
 |theory − MC| <= max(3 se, 3 % of theory). The query is
 
 - *unvalidated* when its nearest measured cell is farther than :data:`VALIDATED` (or its engine has
@@ -46,6 +48,8 @@ VALIDATED = 1.5
 #: the scales of the distance (module docstring)
 SCALES = {"log_c": 0.25, "log_gamma": 1.0, "log_snr": 0.5, "align": 0.5, "log_reff": 0.5}
 ACTIVATION_MISMATCH = 0.5
+#: the scale of Δlog10 n in the distance (a factor 2 in n is 1.0)
+N_SCALE = 0.3
 #: the columns of the atlas table
 COLUMNS = ("block", "engine", "layer", "activation", "c", "gamma", "n", "p", "tile", "mu", "snr", "align",
            "log_reff", "theory", "mc", "se", "draws", "gap", "z", "within", "call")
@@ -166,7 +170,7 @@ def _features(row_or_query) -> np.ndarray:
 
 
 def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, align: float = 0.0,
-           log_reff: float = 0.0, rows=None) -> Accuracy:
+           log_reff: float = 0.0, n=None, rows=None) -> Accuracy:
     r"""The measured accuracy at the points (c, γ) of a layer whose theory engine is ``engine``.
 
     Parameters
@@ -180,6 +184,9 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     snr, align, log_reff : float
         ‖μ‖², the alignment of μ with the weights' top direction, log10(r_eff/p)
         (:meth:`symattn.Layer.features`).
+    n : int, array_like or None
+        The tokens the value is for: cells at another n are farther by Δlog10 n/:data:`N_SCALE`. None (the
+        asymptotic question) compares with the cells at the largest n measured for the engine.
     rows : sequence of dict, optional
         An atlas table (default: the shipped one, :func:`load_atlas`).
 
@@ -200,17 +207,23 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     shape = cb.shape
     cb, gb = cb.ravel(), gb.ravel()
     cand = [r for r in rows if r["engine"] == engine and math.isfinite(r["gap"])]
+    if n is None and cand:   # the asymptotic question: the most asymptotic cells
+        top = max(r["n"] for r in cand)
+        cand = [r for r in cand if r["n"] == top]
+    nb = None if n is None else np.broadcast_to(np.asarray(n, dtype=float), shape).ravel()
     P = cb.size
     out = Accuracy(gap=np.full(P, np.nan), se=np.full(P, np.nan), distance=np.full(P, np.inf),
                    validated=np.zeros(P, dtype=bool), flagged=np.zeros(P, dtype=bool), cells=[{} for _ in range(P)])
     if cand:
         F = np.array([_features(r) for r in cand])
         mism = np.array([0.0 if r["activation"] == activation else ACTIVATION_MISMATCH for r in cand])
+        logn = np.array([math.log10(max(r["n"], 1)) for r in cand])
         for i in range(P):
             if not (cb[i] > 0 and gb[i] > 0):
                 continue
             q = _features({"c": cb[i], "gamma": gb[i], "snr": snr, "align": align, "log_reff": log_reff})
-            d = np.sqrt(np.sum((F - q) ** 2, axis=1) + mism**2)
+            dn = 0.0 if nb is None else (logn - math.log10(nb[i])) / N_SCALE
+            d = np.sqrt(np.sum((F - q) ** 2, axis=1) + mism**2 + dn**2)
             j = int(np.argmin(d))
             near = [k for k in np.nonzero(d <= RADIUS)[0]] or [j]
             failing = [k for k in near if not cand[k]["within"]]

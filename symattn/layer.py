@@ -600,8 +600,9 @@ class Layer:
         if model != "linear":   # E_LR is a closed form: the atlas measures the attention theory
             from .accuracy import assess
 
+            tokens = n if n is not None or self.p is None else np.rint(self.p / np.asarray(out.c, dtype=float))
             out.accuracy = assess(name, self.activation_name, out.c, np.asarray(out.gamma, dtype=float),
-                                  **self.features(mu, geometry))
+                                  n=tokens, **self.features(mu, geometry))
             text = out.accuracy.message()
             if text is not None:
                 from .errors import AccuracyWarning

@@ -99,7 +99,7 @@ def test_shipped_atlas_is_consistent_and_matches_the_current_theory():
     assert rows, "symattn/data/atlas.csv is shipped with the package"
     for r in rows:
         assert r["within"] == within_tolerance(r["theory"], r["mc"], r["se"])
-        assert math.isclose(r["gap"], (r["theory"] - r["mc"]) / r["mc"], rel_tol=1e-6)
+        assert math.isclose(r["gap"], (r["theory"] - r["mc"]) / r["mc"], rel_tol=1e-6, abs_tol=1e-8)
     res = check_atlas(limit=6)
     assert res["cells"] > 0 and res["max_rel_diff"] <= RTOL, res
 
@@ -129,8 +129,8 @@ def test_no_silent_miss_on_held_out_real_weights():
     except RealWeightsUnavailable:
         pytest.skip("the [real] extra is not installed")
     # layers 2 and 4 and these heads are not in the default atlas' single-layer blocks; silu is in none
-    settings = [("silu", "minilm:2", 1.25, "random:5"), ("relu", "minilm:2:4", 2.5, "zero"),
-                ("tanh", "minilm:4", 0.9, "top"), ("gelu", "minilm:4:8", 1.75, "top")]
+    settings = [("silu", "minilm:2", 1.2, "random:5"), ("relu", "minilm:2:4", 2.4, "zero"),
+                ("tanh", "minilm:4", 0.8, "top"), ("gelu", "minilm:4:8", 1.6, "top")]   # n = 384/c: 320, 160, 480, 240
     gam = [0.003, 0.03, 0.3, 3.0]
     for act, ref, c, mu_spec in settings:
         layer = sa.Layer(act, weights=ref)

@@ -1,6 +1,6 @@
 """Execute the examples of the tutorials when the site is built (issue 16).
 
-The tutorials (``docs/tutorials/*.md``) and ``docs/getting_started.md`` are MyST pages whose
+The tutorials (``docs/tutorials/*.md``), ``docs/getting_started.md`` and ``docs/accuracy.md`` are MyST pages whose
 Python examples are ``>>>`` blocks with their output. This extension runs each page's examples
 with :mod:`doctest` when Sphinx reads the page: an example whose output differs from what the
 code prints, or that raises, is a warning at its line, so the ``-W`` build fails on it and the
@@ -26,7 +26,7 @@ from sphinx.util import logging
 logger = logging.getLogger("symattn.docexec")
 
 #: the pages whose examples are executed (docnames; fnmatch-style prefixes)
-EXECUTED = ("getting_started", "tutorials/")
+EXECUTED = ("getting_started", "accuracy", "tutorials/")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 #: pages that need an optional extra: (module, extra); without it the page is built, not executed

@@ -277,6 +277,31 @@ def minilm_w_quick() -> dict[str, str]:
 
 
 # -- all of them -----------------------------------------------------------------------------------
+# -- the accuracy atlas (docs/accuracy.md): the shipped table and the summary of its run -----------
+def atlas_substitutions() -> dict[str, str]:
+    """The numbers of docs/accuracy.md, from the shipped atlas table (symattn/data/atlas.csv) and the
+    summary of the run that measured it (docs/figures/atlas_summary.json)."""
+    import json
+
+    from symattn.accuracy import load_atlas
+    from symattn.atlas import n_law, summary_table
+
+    rows = load_atlas()
+    run = json.loads((FIGURES / "atlas_summary.json").read_text(encoding="utf-8"))
+    out = {"atlas_cells": str(len(rows)), "atlas_within": count(sum(r["within"] for r in rows), len(rows)),
+           "atlas_minutes": f"{run['seconds'] / 60:.0f}", "atlas_workers": str(run.get("workers", "?")),
+           "atlas_blocks": str(len(run["blocks"]))}
+    body = [[s["block"], s["engine"], str(s["cells"]), count(s["within"], s["cells"]),
+             pct(s["max_gap"], 1, sign=True), s["at"]] for s in summary_table(rows)]
+    out["atlas_table"] = _table(["block", "engine", "cells", "within tolerance", "largest gap", "at"], body)
+    laws = n_law(rows)
+    body = [[r["layer"], r["activation"], f"{r['c']:g}", f"{r['gamma']:g}", r["mu"],
+             " → ".join(str(n) for n in r["n"]), " → ".join(pct(g, 1, sign=True) for g in r["gap"])]
+            for r in laws if r["gamma"] in (0.01, 0.1)]
+    out["atlas_nlaw_table"] = _table(["layer", "f", "c", "γ", "μ", "n", "gap"], body) if body else "(none measured)"
+    return out
+
+
 def substitutions() -> dict[str, str]:
     """Every ``{{ key }}`` the pages may use, with its value (Markdown)."""
     import symattn as sa
@@ -372,6 +397,7 @@ def substitutions() -> dict[str, str]:
         out[f"{fig}_agree"] = count(ok, total)
         out[f"{fig}_max_gap"] = pct(gap)
     out["paper_wall"] = paper_wall()
+    out.update(atlas_substitutions())
     return out
 
 
