@@ -585,23 +585,27 @@ class Layer:
         kw = {k: v for k, v in given.items() if k in eng.options}
         from .errors import ConvergenceError
 
+        failed = []
         try:
             out = eng.run(self, c, gamma, model=model, backend=backend, dps=dps, n=n, errors=errors, **kw)
         except ConvergenceError:
-            if errors != "nan":
+            if errors != "nan" or eng.isolates:   # an engine that isolates its own failures failed as a whole
                 raise
             # an engine that fails its points together: solved point by point, the failed ones NaN
-            out = _pointwise(eng, self, c, gamma, model=model, backend=backend, dps=dps, n=n, **kw)
+            out, failed = _pointwise(eng, self, c, gamma, model=model, backend=backend, dps=dps, n=n, **kw)
         from .theory import TheoryResult
 
         if not isinstance(out, TheoryResult):
             out = _as_result(out, c, gamma, model, backend, dps, n)
+        if failed:
+            out.failures = failed
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
         if model != "linear":   # E_LR is a closed form: the atlas measures the attention theory
             from .accuracy import assess
 
             tokens = n if n is not None or self.p is None else np.rint(self.p / np.asarray(out.c, dtype=float))
-            out.accuracy = assess(name, self.activation_name, out.c, np.asarray(out.gamma, dtype=float),
+            measured = name if correction is None else f"{name}/{correction}"   # the corrected theory is another
+            out.accuracy = assess(measured, self.activation_name, out.c, np.asarray(out.gamma, dtype=float),
                                   n=tokens, **self.features(mu, geometry))
             text = out.accuracy.message()
             if text is not None:
@@ -741,7 +745,8 @@ def _zero_ridge(gamma) -> bool:
 
 def _pointwise(eng, layer, c, gamma, *, model, backend, dps, n, **kw):
     """``eng.run`` at each point (c, γ) alone: E per model shaped broadcast(c, gamma), NaN where the point's
-    solver fails, with one FailedPointsWarning naming them (``errors='nan'`` for every engine)."""
+    solver fails, with one FailedPointsWarning naming them (``errors='nan'`` for every engine); returns
+    ``(E, failures)``, the failures as ``TheoryResult.failures`` lists them."""
     from .errors import ConvergenceError, FailedPointsWarning
 
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
@@ -753,7 +758,7 @@ def _pointwise(eng, layer, c, gamma, *, model, backend, dps, n, **kw):
             v = eng.run(layer, float(cb[i]), [float(gb[i])], model=model, backend=backend, dps=dps, n=n,
                         errors="nan", **kw)
         except ConvergenceError as err:
-            failed.append({"c": float(cb[i]), "gamma": float(gb[i]), "reason": err.reason})
+            failed.append({"c": float(cb[i]), "gamma": float(gb[i]), "model": "attention", "reason": err.reason})
             continue
         v = v.E if hasattr(v, "E") else v
         for m in models:
@@ -762,7 +767,7 @@ def _pointwise(eng, layer, c, gamma, *, model, backend, dps, n, **kw):
         shown = "; ".join(f"c={p['c']:g}, gamma={p['gamma']:g}: {p['reason']}" for p in failed[:10])
         warnings.warn(FailedPointsWarning(f"{len(failed)} point(s) failed and are NaN: {shown}", failed),
                       stacklevel=_caller_level())
-    return out if model == "both" else out[model]
+    return (out if model == "both" else out[model]), failed
 
 
 def _as_result(values, c, gamma, model, backend, dps, n):
@@ -783,12 +788,15 @@ class Engine:
     """One theory engine of :data:`THEORY_ENGINES`: its name, the theory it evaluates, the options it takes.
 
     ``run(layer, c, gamma, *, model, backend, dps, n, errors, **options)`` returns a
-    :class:`~symattn.theory.TheoryResult` or E (an array, or a dict per model)."""
+    :class:`~symattn.theory.TheoryResult` or E (an array, or a dict per model). ``isolates``: the engine
+    makes a failed point NaN itself under ``errors='nan'``; the others are run point by point when a call
+    fails (:meth:`Layer.theory`)."""
 
     name: str
     theory: str
     options: tuple
     run: Callable
+    isolates: bool = False
 
 
 def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, correction=None, method=None):
@@ -837,10 +845,11 @@ def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geomet
 #: the theory engines, keyed by :meth:`Layer.engine`
 THEORY_ENGINES = {e.name: e for e in (
     Engine("paper", "Theorem 1: closed form, quadrature fallback (docs/theory.md §5-7, §10)",
-           ("geometry", "correction", "method"), _paper),
-    Engine("general-w", "general W, free elliptic noise (docs/theory.md §12.1)", ("mu", "structure"), _general_w),
+           ("geometry", "correction", "method"), _paper, isolates=True),
+    Engine("general-w", "general W, free elliptic noise (docs/theory.md §12.1)", ("mu", "structure"), _general_w,
+           isolates=True),
     Engine("hermite-blocks", "low-rank W, structured Hermite blocks (docs/theory.md §12.8)", ("mu", "structure"),
-           _general_w),
+           _general_w, isolates=True),
     Engine("residual", "the residual layer X(I + K) (docs/theory.md §13.1)", ("geometry",), _variant),
     Engine("sum", "summed heads, identical heads, one head's residual (docs/theory.md §13.1-13.2)", ("mu",),
            _variant),

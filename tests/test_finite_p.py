@@ -289,7 +289,9 @@ def test_cli_finite_p(capsys):
     assert main(args + ["--finite-p", "--json"]) == 0
     out = capsys.readouterr()
     cor = json.loads(out.out)
-    assert cor["correction"] == "finite-p" and out.err == ""
+    # no finite-size warning with the correction (the atlas, docs/accuracy.md, has not measured the corrected
+    # theory: its AccuracyWarning says so)
+    assert cor["correction"] == "finite-p" and "FiniteSizeWarning" not in out.err
     ref = sa.memorization_error("tanh", 0.3, [0.03], geometry=TANH_G, n=1000, correction="finite-p")
     assert cor["E_attention"] == pytest.approx(list(ref), rel=1e-12)
     assert cor["E_attention"][0] < 0.8 * plain["E_attention"][0]

@@ -247,7 +247,9 @@ def cells(store, names=None) -> list:
                 if not (np.isfinite(th[j]) and np.isfinite(mc[j]) and np.isfinite(se[j]) and mc[j] > 0):
                     continue
                 rows.append({
-                    "block": name, "engine": str(ds["engine"].values[sel]), "layer": _label(layer.to_dict()),
+                    "block": name, "layer": _label(layer.to_dict()),
+                    "engine": str(ds["engine"].values[sel]) + ("" if spec.values["correction"] == "none"
+                                                               else "/" + spec.values["correction"]),
                     "activation": layer.activation_name or "none", "c": float(pt["c"]), "gamma": float(g),
                     "n": int(n), "p": int(layer.p or round(float(pt["c"]) * n)), "tile": int(pt.get("tile", 1)),
                     "mu": pt["mu"] if layer.p is not None else ("zero" if feats["snr"] == 0 else "geometry"),
