@@ -212,8 +212,20 @@ seed = 1
 
 
 def _chunks(store: Path):
-    return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for v in ("E_attention", "E_linear")
-            for p in (store / v / "c").rglob("*") if p.is_file()}
+    """The stored chunk files and their (inode, mtime); a file of a write in flight (zarr's ``*.partial``, renamed
+    into place as this runs) is not a stored chunk."""
+    out = {}
+    for v in ("E_attention", "E_linear"):
+        for p in (store / v / "c").rglob("*"):
+            if p.suffix == ".partial":
+                continue
+            try:
+                st = p.stat()
+            except FileNotFoundError:   # renamed or removed between the listing and the stat
+                continue
+            if p.is_file():
+                out[p] = (st.st_ino, st.st_mtime_ns)
+    return out
 
 
 def test_kill_9_then_resume_equals_uninterrupted(tmp_path):
