@@ -88,8 +88,11 @@ def test_real_weights_at_c20_warn():
         rw.load_minilm()
     except RealWeightsUnavailable:
         pytest.skip("the [real] extra is not installed")
-    with pytest.warns(sa.AccuracyWarning):
-        sa.memorization_error("gelu", 20.0, [0.1], weights="minilm:2")
+    with pytest.warns(sa.AccuracyWarning, match="unvalidated"):
+        r = sa.Layer("gelu", weights="minilm:2").theory(20.0, [0.1, 1.0])
+    assert r.parameters["engine"] == "general-w"
+    assert not r.accuracy.validated.any() and [r.accuracy.flag(i) for i in range(2)] == ["unvalidated"] * 2
+    assert np.all(r.accuracy.distance > 1.5)
 
 
 def test_shipped_atlas_is_consistent_and_matches_the_current_theory():
