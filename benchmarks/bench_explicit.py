@@ -25,19 +25,16 @@ from __future__ import annotations
 
 import argparse
 import time
+import timeit
 
 import numpy as np
 import sympy as sp
 from threadpoolctl import threadpool_limits
 
 
-def best_of(fn, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+def _best_of(fn, repeat):
+    """The best wall time of ``repeat`` calls (timeit)."""
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def main(argv=None) -> int:
@@ -71,7 +68,7 @@ def main(argv=None) -> int:
         t_compile = time.perf_counter() - t
         argv_ = [vals[s] for s in fn.args]
         out = fn(*argv_)
-        t_fast = best_of(lambda: fn(*argv_), args.repeat)
+        t_fast = _best_of(lambda: fn(*argv_), args.repeat)
 
         # step by step, numpy: one lambdified function per step, evaluated in order
         steps = ex.needed(targets)
@@ -87,7 +84,7 @@ def main(argv=None) -> int:
             return [env[x] for x in targets]
 
         ref_np = stepwise()
-        t_steps_np = best_of(stepwise, args.repeat)
+        t_steps_np = _best_of(stepwise, args.repeat)
 
         # step by step, SymPy: ExplicitError.evaluate, point by point
         K = P if args.step_points is None else min(P, args.step_points)

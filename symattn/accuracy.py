@@ -109,8 +109,12 @@ class Accuracy:
         The nearest cell is within :data:`VALIDATED`.
     flagged : numpy.ndarray of bool
         A cell of the neighbourhood (or the nearest) is outside the tolerance.
-    cells : list of dict
-        The cell each point's gap comes from (its block, layer, activation, c, γ, n, engine).
+    index : numpy.ndarray of int
+        The row of ``table`` each point's gap comes from (−1: none).
+    table : tuple of dict
+        The atlas cells the points were compared with (those of their engine).
+    query : numpy.ndarray
+        The points (c, γ), shape ``(P, 2)``.
     """
 
     gap: np.ndarray
@@ -118,7 +122,19 @@ class Accuracy:
     distance: np.ndarray
     validated: np.ndarray
     flagged: np.ndarray
-    cells: list = field(default_factory=list)
+    index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    table: tuple = ()
+    query: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+
+    @property
+    def cells(self) -> list:
+        """The cell each point's gap comes from (its block, layer, activation, c, γ, n, engine, μ, snr), with
+        the point asked (``query_c``, ``query_gamma``)."""
+        out = []
+        for i, k in enumerate(np.asarray(self.index).ravel()):
+            cell = {} if k < 0 else {key: self.table[k].get(key) for key in _CELL_KEYS}
+            out.append(dict(cell, query_c=float(self.query[i, 0]), query_gamma=float(self.query[i, 1])))
+        return out
 
     @property
     def ok(self) -> np.ndarray:
@@ -146,8 +162,9 @@ class Accuracy:
         if not bad:
             return None
         parts = []
+        cells = self.cells
         for i in bad[:5]:
-            cell = self.cells[i]
+            cell = cells[i]
             where = f"c={cell.get('query_c'):g}, gamma={cell.get('query_gamma'):g}"
             if self.flag(i) == "unvalidated":
                 d = self.distance.flat[i]
@@ -162,11 +179,38 @@ class Accuracy:
                 "Monte Carlo by the accuracy atlas (docs/accuracy.md): " + "; ".join(parts) + more)
 
 
-def _features(row_or_query) -> np.ndarray:
-    r = row_or_query
-    return np.array([math.log10(r["c"]) / SCALES["log_c"], math.log10(r["gamma"]) / SCALES["log_gamma"],
-                     math.log1p(max(r["snr"], 0.0)) / SCALES["log_snr"], r["align"] / SCALES["align"],
-                     r["log_reff"] / SCALES["log_reff"]])
+#: what a cell says of itself in :attr:`Accuracy.cells`
+_CELL_KEYS = ("block", "layer", "activation", "c", "gamma", "n", "engine", "mu", "snr")
+#: points compared with the cells at once (a chunk × cells distance matrix)
+CHUNK = 256
+
+
+def _features(c, gamma, snr, align, log_reff) -> np.ndarray:
+    """The scaled coordinates of points (arrays broadcast together), shape ``(..., 5)``."""
+    return np.stack(np.broadcast_arrays(np.log10(c) / SCALES["log_c"], np.log10(gamma) / SCALES["log_gamma"],
+                                        np.log1p(np.maximum(snr, 0.0)) / SCALES["log_snr"], align / SCALES["align"],
+                                        log_reff / SCALES["log_reff"]), axis=-1)
+
+
+def _candidates(rows, engine: str, asymptotic: bool) -> tuple:
+    """The cells of ``engine`` (at its largest n when ``asymptotic``) and their arrays: (cells, features,
+    activations, log10 n, within, gap, se/mc)."""
+    cand = [r for r in rows if r["engine"] == engine and math.isfinite(r["gap"])]
+    if asymptotic and cand:   # the asymptotic question: the most asymptotic cells
+        top = max(r["n"] for r in cand)
+        cand = [r for r in cand if r["n"] == top]
+    col = {k: np.array([r[k] for r in cand], dtype=float) for k in ("c", "gamma", "snr", "align", "log_reff",
+                                                                      "gap", "se", "mc")}
+    F = _features(col["c"], col["gamma"], col["snr"], col["align"], col["log_reff"]).reshape(len(cand), 5)
+    rel_se = np.divide(col["se"], np.abs(col["mc"]), out=np.full(len(cand), np.nan), where=col["mc"] != 0)
+    return (tuple(cand), F, np.array([r["activation"] for r in cand], dtype=object),
+            np.log10(np.maximum([r["n"] for r in cand], 1)) if cand else np.zeros(0),
+            np.array([r["within"] for r in cand], dtype=bool), col["gap"], rel_se)
+
+
+@lru_cache(maxsize=64)
+def _shipped_candidates(engine: str, asymptotic: bool) -> tuple:
+    return _candidates(load_atlas(), engine, asymptotic)
 
 
 def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, align: float = 0.0,
@@ -202,41 +246,37 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     >>> a.validated.tolist(), a.flagged.tolist(), [round(g, 3) for g in a.gap.tolist()]
     ([True, False], [False, False], [0.02, 0.02])
     """
-    rows = load_atlas() if rows is None else rows
+    cand, F, acts, logn, within, gaps, rel_se = (_shipped_candidates(engine, n is None) if rows is None else
+                                                 _candidates(rows, engine, n is None))
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
     shape = cb.shape
     cb, gb = cb.ravel(), gb.ravel()
-    cand = [r for r in rows if r["engine"] == engine and math.isfinite(r["gap"])]
-    if n is None and cand:   # the asymptotic question: the most asymptotic cells
-        top = max(r["n"] for r in cand)
-        cand = [r for r in cand if r["n"] == top]
-    nb = None if n is None else np.broadcast_to(np.asarray(n, dtype=float), shape).ravel()
     P = cb.size
+    nb = None if n is None else np.broadcast_to(np.asarray(n, dtype=float), shape).ravel()
     out = Accuracy(gap=np.full(P, np.nan), se=np.full(P, np.nan), distance=np.full(P, np.inf),
-                   validated=np.zeros(P, dtype=bool), flagged=np.zeros(P, dtype=bool), cells=[{} for _ in range(P)])
-    if cand:
-        F = np.array([_features(r) for r in cand])
-        mism = np.array([0.0 if r["activation"] == activation else ACTIVATION_MISMATCH for r in cand])
-        logn = np.array([math.log10(max(r["n"], 1)) for r in cand])
-        for i in range(P):
-            if not (cb[i] > 0 and gb[i] > 0):
-                continue
-            q = _features({"c": cb[i], "gamma": gb[i], "snr": snr, "align": align, "log_reff": log_reff})
-            dn = 0.0 if nb is None else (logn - math.log10(nb[i])) / N_SCALE
-            d = np.sqrt(np.sum((F - q) ** 2, axis=1) + mism**2 + dn**2)
-            j = int(np.argmin(d))
-            near = [k for k in np.nonzero(d <= RADIUS)[0]] or [j]
-            failing = [k for k in near if not cand[k]["within"]]
-            k = max(failing, key=lambda m: abs(cand[m]["gap"])) if failing else j
-            out.distance[i] = d[j]
-            out.validated[i] = d[j] <= VALIDATED
-            out.flagged[i] = bool(failing)
-            out.gap[i] = cand[k]["gap"]
-            out.se[i] = cand[k]["se"] / abs(cand[k]["mc"]) if cand[k]["mc"] else np.nan
-            out.cells[i] = {key: cand[k].get(key) for key in ("block", "layer", "activation", "c", "gamma", "n",
-                                                                 "engine", "mu", "snr")}
-    for i in range(P):
-        out.cells[i].update(query_c=float(cb[i]), query_gamma=float(gb[i]))
+                   validated=np.zeros(P, dtype=bool), flagged=np.zeros(P, dtype=bool),
+                   index=np.full(P, -1, dtype=int), table=cand, query=np.stack([cb, gb], axis=1))
+    ok = np.nonzero((cb > 0) & (gb > 0))[0]   # γ = 0 (the ridgeless limit) was never measured
+    if len(cand) and ok.size:
+        mism2 = np.where(acts == activation, 0.0, ACTIVATION_MISMATCH**2)
+        for start in range(0, ok.size, CHUNK):
+            idx = ok[start:start + CHUNK]
+            Q = _features(cb[idx], gb[idx], snr, align, log_reff)
+            d2 = np.sum((Q[:, None, :] - F[None, :, :]) ** 2, axis=-1) + mism2[None, :]
+            if nb is not None:
+                d2 += ((logn[None, :] - np.log10(nb[idx])[:, None]) / N_SCALE) ** 2
+            d = np.sqrt(d2)
+            j = np.argmin(d, axis=1)
+            near = d <= RADIUS
+            near[np.arange(idx.size), j] = True   # the nearest cell always counts
+            failing = near & ~within[None, :]
+            flagged = failing.any(axis=1)
+            worst = np.argmax(np.where(failing, np.abs(gaps)[None, :], -1.0), axis=1)
+            k = np.where(flagged, worst, j)
+            out.distance[idx] = d[np.arange(idx.size), j]
+            out.validated[idx] = out.distance[idx] <= VALIDATED
+            out.flagged[idx] = flagged
+            out.gap[idx], out.se[idx], out.index[idx] = gaps[k], rel_se[k], k
     for name in ("gap", "se", "distance", "validated", "flagged"):
         setattr(out, name, getattr(out, name).reshape(shape))
     return out

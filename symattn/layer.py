@@ -259,8 +259,6 @@ def resolve_heads(ref) -> tuple:
 RULES = (
     (("heads", "weights"), lambda L: L.weights is not None and L.heads is not None,
      "either weights= (one head W) or heads= (several), not both"),
-    (("temperature", "kernel"), lambda L: L.temperature is not None and L.kernel != "softmax",
-     "None unless kernel='softmax'"),
     (("readout", "heads"), lambda L: L.readout != "concat" and L.heads is None,
      "'concat' (the default) unless heads= is given"),
     (("readout", "residual", "heads"), lambda L: L.residual and L.readout == "concat" and L.heads is not None
@@ -317,7 +315,7 @@ class Layer:
     """
 
     __slots__ = ("activation", "weights", "heads", "readout", "residual", "kernel", "temperature", "diagonal",
-                 "_refs", "_digest")
+                 "_refs", "_digest", "_derived")
 
     def __init__(self, activation="tanh", weights=None, heads=None, readout: str = "concat", residual: bool = False,
                  kernel: str = "entrywise", temperature=None, diagonal: str = "f"):
@@ -340,6 +338,23 @@ class Layer:
                 raise ParameterError(keys[0], self._shown(keys[0]), allowed, hint="the keys in conflict: " + ", ".join(
                     f"{k}={self._shown(k)!r}" for k in keys))
         set_(self, "_digest", None)
+        set_(self, "_derived", {})   # quantities derived from the weights, computed once (_derive)
+
+    def _derive(self, key: str, compute):
+        """``compute()`` once per layer (the layer is immutable, so what it derives from its weights is too)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
+
+    @property
+    def _logit_weights(self):
+        """W of the logit form xᵀWx whose top direction μ = 'top' follows: the weights, or the first head."""
+        return self.weights if self.weights is not None else self.heads[0]
+
+    @property
+    def _summed_weights(self):
+        """W, or Σ_h W_h: the matrix whose effective rank and top direction place the layer in the atlas."""
+        return self._derive("summed", lambda: self.weights if self.weights is not None else sum(self.heads))
 
     def _shown(self, key):
         """The value of ``key`` as an error message shows it (arrays by their shape)."""
@@ -430,9 +445,31 @@ class Layer:
         shown = {k: v for k, v in self.to_dict().items() if LAYER_DEFAULTS.get(k, object()) != v
                  or k == "activation"}
         for k in ("weights", "heads"):
-            if isinstance(shown.get(k), (dict, list)):
-                shown[k] = (f"<{self.p}x{self.p} array>" if k == "weights" else f"<{len(self.heads)} heads>")
+            if k in shown:
+                shown[k] = _reference_text(shown[k])
         return "Layer(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+    @property
+    def label(self) -> str:
+        """A short name for tables and figures: the weights or heads by reference (W = I for the paper's model),
+        with the residual and the softmax.
+
+        Examples
+        --------
+        >>> Layer("tanh", weights={"tile": 2, "of": "minilm:1"}).label
+        'minilm:1⊗I2'
+        >>> Layer("tanh", residual=True).label
+        'W = I (residual)'
+        """
+        if self.weights is not None:
+            base = _reference_text(self._refs["weights"])
+        elif self.heads is not None:
+            base = f"heads[{_reference_text(self._refs['heads'])}]/{self.readout}"
+        else:
+            base = "W = I"
+        extra = (["residual"] if self.residual else []) + (
+            [f"softmax τ={1.0 if self.temperature is None else self.temperature:g}"] if self.kernel == "softmax" else [])
+        return base + ("" if not extra else " (" + ", ".join(extra) + ")")
 
     # -- the signal
     def signal(self, spec="zero", snr=None):
@@ -475,8 +512,8 @@ class Layer:
                                  hint="the paper's model takes its signal as a geometry (snr, aligned, the Gram keys)")
         if isinstance(spec, str) and (spec == "top" or spec.startswith("random:")):
             s = 1.0 if snr is None else check_nonnegative("snr", snr)
-            if spec == "top":
-                return signal_direction(self.weights if self.weights is not None else self.heads[0], s)
+            if spec == "top":   # √snr times the unit direction, which is computed once
+                return math.sqrt(s) * self._derive("top", lambda: signal_direction(self._logit_weights, 1.0))
             seed = spec.split(":", 1)[1]
             if not seed.strip().isdigit():
                 raise ParameterError("mu", spec, "random:SEED with an integer SEED >= 0")
@@ -638,15 +675,18 @@ class Layer:
                                                                               for k in range(r)), 0.0))
             align = float(num / (snr * norm)) if snr > 0 and norm > 0 else 0.0
             return {"snr": snr, "align": align, "log_reff": 0.0}
-        W = self.weights if self.weights is not None else sum(self.heads)
-        reff = float(np.sum(W * W)) ** 2 / float(np.sum((W.T @ W) ** 2))
+        from .realweights import signal_direction
+
+        W = self._summed_weights
+        log_reff = self._derive("log_reff", lambda: math.log10(
+            float(np.sum(W * W)) ** 2 / float(np.sum((W.T @ W) ** 2)) / self.p))
         mu = None if mu is None else np.asarray(mu, dtype=float)
         snr = 0.0 if mu is None else float(mu @ mu)
         align = 0.0
         if snr > 0:
-            e = np.linalg.eigh((W + W.T) / 2)[1][:, -1]
+            e = self._derive("summed_top", lambda: signal_direction(W, 1.0))
             align = float(mu @ e) ** 2 / snr
-        return {"snr": snr, "align": align, "log_reff": math.log10(reff / self.p)}
+        return {"snr": snr, "align": align, "log_reff": log_reff}
 
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
@@ -686,6 +726,20 @@ class Layer:
         res.provenance["parameters"]["layer"] = self.to_dict()
         res.provenance["parameters"]["layer_digest"] = self.digest
         return res
+
+
+def _reference_text(ref) -> str:
+    """A weights reference as text: ``minilm:…``, a file's name, ``ref⊗IT`` for a tiling, ``a+b`` for heads."""
+    if isinstance(ref, str):
+        return ref
+    if isinstance(ref, list):
+        return "+".join(_reference_text(r) for r in ref)
+    if isinstance(ref, dict) and "tile" in ref:
+        return f"{_reference_text(ref['of'])}⊗I{ref['tile']}"
+    if isinstance(ref, dict) and "path" in ref:
+        return Path(str(ref["path"])).name
+    shape = ref.get("array", {}).get("shape") if isinstance(ref, dict) else None
+    return "array" if not shape else f"<{'x'.join(map(str, shape))} array>"
 
 
 def _caller_level() -> int:

@@ -345,7 +345,8 @@ READOUTS = ("concat", "sum")
 
 
 def check_variant_flags(residual=False, readout: str = "concat", kernel: str = "entrywise", temperature=None) -> tuple:
-    """The layer's variant flags checked one by one (their combinations are the caller's rules).
+    """The layer's variant flags checked, and the one rule between them: a temperature only with the softmax
+    (the combinations with weights and heads are :data:`symattn.layer.RULES`).
 
     Returns
     -------
@@ -357,7 +358,7 @@ def check_variant_flags(residual=False, readout: str = "concat", kernel: str = "
     --------
     >>> check_variant_flags(True, "sum", "softmax", 2)
     (True, 'sum', 'softmax', 2.0)
-    >>> check_variant_flags(temperature=-1)
+    >>> check_variant_flags(kernel="softmax", temperature=-1)
     Traceback (most recent call last):
     ...
     symattn.errors.ParameterError: invalid temperature=-1: allowed a real number 0 < temperature < inf
@@ -375,6 +376,9 @@ def check_variant_flags(residual=False, readout: str = "concat", kernel: str = "
             raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf") from None
         if not (math.isfinite(tau) and tau > 0):
             raise ParameterError("temperature", temperature, "a real number 0 < temperature < inf")
+        if kernel != "softmax":
+            raise ParameterError("temperature", tau, "None unless kernel='softmax'",
+                                 hint=f"the keys in conflict: temperature={tau!r}, kernel={kernel!r}")
         temperature = tau
     return bool(residual), readout, kernel, temperature
 

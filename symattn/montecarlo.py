@@ -719,8 +719,6 @@ def check_variant(p: int, residual=False, heads=None, readout="concat", kernel="
     residual, readout, kernel, temperature = check_variant_flags(residual, readout, kernel, temperature)
     if temperature is None:
         temperature = 1.0
-    elif kernel != "softmax":
-        raise ParameterError("temperature", temperature, "None unless kernel='softmax'")
     if heads is not None:
         hs = check_heads(heads)
         if hs[0].shape != (p, p):

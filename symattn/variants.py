@@ -63,8 +63,6 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
     if model not in MODELS + ("both",):
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
     residual, readout, kernel, temperature = check_variant_flags(residual, readout, kernel, temperature)
-    if temperature is not None and kernel != "softmax":
-        raise ParameterError("temperature", temperature, "None unless kernel='softmax'")
     diagonal = check_diagonal(diagonal)
     c_arr, g_arr = check_c(c), check_gamma(gamma)
     shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)

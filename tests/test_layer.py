@@ -356,3 +356,18 @@ def test_errors_nan_isolates_the_failed_points_of_every_engine(monkeypatch):
         r = layer.theory(0.5, [0.1, 0.5, 1.0], errors="nan")
     E = np.asarray(r.E, dtype=float)
     assert np.isnan(E[1]) and np.array_equal(E[[0, 2]], np.asarray(real("tanh", 0.5, [0.1, 1.0], residual=True)))
+
+
+def test_sweep_refuses_a_rewritten_weights_file(tmp_path):
+    """A weights file rewritten in place is another layer: resuming or extending its store is refused, never
+    mixed (the stored layer digests are compared with the layers the spec names now)."""
+    pytest.importorskip("zarr")
+    f = tmp_path / "W.npy"
+    np.save(f, grid.weights(20, 1, None))
+    spec = {"weights": str(f), "c": 1.0, "gamma": [1.0], "draws": 1}
+    sa.sweep(spec, store=tmp_path / "s", scheduler="serial")
+    assert sa.sweep(spec, store=tmp_path / "s", scheduler="serial")["reused"] == 1   # unchanged file: reused
+    np.save(f, grid.weights(20, 2, None))
+    for again in (spec, dict(spec, draws=2)):
+        with pytest.raises(ParameterError, match="changed content"):
+            sa.sweep(again, store=tmp_path / "s", scheduler="serial")

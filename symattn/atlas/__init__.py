@@ -186,30 +186,6 @@ def refresh_theory(store, *, scheduler=None, workers=None) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-def _label(layer_dict: dict) -> str:
-    """A short name of a layer for tables and figures: its weights or heads reference, or W = I."""
-    def ref(r):
-        if isinstance(r, str):
-            return r
-        if isinstance(r, list):
-            return "+".join(ref(x) for x in r)
-        if isinstance(r, dict) and "tile" in r:
-            return f"{ref(r['of'])}⊗I{r['tile']}"
-        if isinstance(r, dict) and "path" in r:
-            return Path(str(r["path"])).name
-        return "array"
-
-    if "weights" in layer_dict:
-        base = ref(layer_dict["weights"])
-    elif "heads" in layer_dict:
-        base = f"heads[{ref(layer_dict['heads'])}]/{layer_dict.get('readout', 'concat')}"
-    else:
-        base = "W = I"
-    extra = [k for k in ("residual",) if layer_dict.get(k)] + (
-        [f"softmax τ={layer_dict.get('temperature', 1.0)}"] if layer_dict.get("kernel") == "softmax" else [])
-    return base + ("" if not extra else " (" + ", ".join(extra) + ")")
-
-
 def cells(store, names=None) -> list:
     """The atlas table of the block stores ``store/<name>``: one dict per cell, keys :data:`COLUMNS`.
 
@@ -247,7 +223,7 @@ def cells(store, names=None) -> list:
                 if not (np.isfinite(th[j]) and np.isfinite(mc[j]) and np.isfinite(se[j]) and mc[j] > 0):
                     continue
                 rows.append({
-                    "block": name, "layer": _label(layer.to_dict()),
+                    "block": name, "layer": layer.label,
                     "engine": str(ds["engine"].values[sel]) + ("" if spec.values["correction"] == "none"
                                                                else "/" + spec.values["correction"]),
                     "activation": layer.activation_name or "none", "c": float(pt["c"]), "gamma": float(g),

@@ -1660,7 +1660,7 @@ def physical_points(gammas, solve, evaluate, *, verify: bool = True, name: str =
         above = [g2 for g2 in accepted if g2 > g]
         if above:
             g0 = min(above)
-            E0, F0, st0 = accepted[g0]
+            _, F0, st0 = accepted[g0]
         else:
             g0 = max(1.0, 10.0 * g)
             try:
@@ -1673,7 +1673,6 @@ def physical_points(gammas, solve, evaluate, *, verify: bool = True, name: str =
             if bad:
                 raise ConvergenceError(f"{name}: gamma = {g:g} failed the cold start ({why}) and the continuation's "
                                        f"start at gamma = {g0:g} is not physical: {bad}", point={"gamma": g})
-            E0 = None
         steps = max(1, int(math.ceil(math.log10(g0 / g) * LADDER_PER_DECADE - 1e-9)))
         ladder = list(np.geomspace(g0, g, steps + 1)[1:])
         ladder[-1] = g

@@ -296,7 +296,9 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
             from .spec import SweepSpec
 
             extended = spec.extension_of(status)
-            index, g_idx = old_index(SweepSpec.from_dict(status), spec)
+            old_spec = SweepSpec.from_dict(status)
+            check_layers(store, old_spec)   # the stored tasks are of the layers the old points name now
+            index, g_idx = old_index(old_spec, spec)
             known = {"index": index, "gamma": g_idx, "ds": open_store(store)}
             extend_store(store, status, spec, theory_arrays(spec, known, client), provenance=prov)
         elif status is None:

@@ -69,7 +69,9 @@ import hashlib
 import itertools
 import json
 import math
+import os
 from dataclasses import dataclass
+from functools import lru_cache
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -213,6 +215,39 @@ def _check_value(key, v):
     raise AssertionError(key)  # pragma: no cover
 
 
+#: the keys of a point that make its layer
+LAYER_POINT_KEYS = ("activation", "diagonal") + LAYER_SPEC_KEYS + ("tile",)
+
+
+def _files(value) -> list:
+    """The .npy paths a point's layer keys name."""
+    if isinstance(value, dict):
+        return [f for v in value.values() for f in _files(v)]
+    if isinstance(value, list):
+        return [f for v in value for f in _files(v)]
+    return [value] if isinstance(value, str) and value.endswith(".npy") else []
+
+
+@lru_cache(maxsize=256)
+def _layer(keys: str, stamps: tuple):
+    """The Layer of a point's layer keys (JSON); ``stamps`` (mtime, size of its files) key the cache only."""
+    from ..layer import Layer
+
+    point = json.loads(keys)
+    weights = None if point["weights"] == "none" else point["weights"]
+    heads = None if point["heads"] == "none" else point["heads"]
+    T = point.get("tile", 1)
+    if T != 1:   # W ⊗ I_T: the n-law of real weights at fixed c (symattn.layer.tiled)
+        if weights is None and heads is None:
+            raise ParameterError("tile", T, "1 for a layer without weights or heads (sweep n instead)")
+        weights = None if weights is None else {"tile": T, "of": weights}
+        heads = None if heads is None else {"tile": T, "of": heads}
+    return Layer(point["activation"], weights=weights, heads=heads, readout=point["readout"],
+                 residual=point["residual"], kernel=point["kernel"],
+                 temperature=None if point["temperature"] == "none" else point["temperature"],
+                 diagonal=point["diagonal"])
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep spec (see the module docstring for the keys).
@@ -336,23 +371,13 @@ class SweepSpec:
 
     # -- one point
     def layer(self, point):
-        """The :class:`symattn.Layer` of one point (references resolved once per process)."""
-        from ..layer import Layer
-
+        """The :class:`symattn.Layer` of one point, built once per process for the same keys and files
+        (a task and the theory of a point reuse it, and what it derives from its weights: :func:`_layer`)."""
         if isinstance(point, tuple):
             point = point[1]
-        weights = None if point["weights"] == "none" else point["weights"]
-        heads = None if point["heads"] == "none" else point["heads"]
-        T = point.get("tile", 1)
-        if T != 1:   # W ⊗ I_T: the n-law of real weights at fixed c (symattn.layer.tiled)
-            if weights is None and heads is None:
-                raise ParameterError("tile", T, "1 for a layer without weights or heads (sweep n instead)")
-            weights = None if weights is None else {"tile": T, "of": weights}
-            heads = None if heads is None else {"tile": T, "of": heads}
-        return Layer(point["activation"], weights=weights, heads=heads, readout=point["readout"],
-                     residual=point["residual"], kernel=point["kernel"],
-                     temperature=None if point["temperature"] == "none" else point["temperature"],
-                     diagonal=point["diagonal"])
+        keys = {k: point[k] for k in LAYER_POINT_KEYS if k in point}
+        files = [os.stat(f) for f in _files(keys) if os.path.isfile(f)]   # a rewritten file is another layer
+        return _layer(json.dumps(keys, sort_keys=True), tuple((st.st_mtime_ns, st.st_size) for st in files))
 
     def geometry(self, point):
         """The :class:`~symattn.model.Geometry` of one point (of the paper's model: μ = w = 0 for a layer

@@ -162,9 +162,9 @@ def check_layers(path, spec) -> None:
         now = spec.layer(pt).digest
         if str(stored[idx]) != now:
             raise ParameterError("store", str(path), "a store whose layers are the ones the spec names now",
-                                 hint="the layer at " + ", ".join(f"{d} = {pt[d]}" for d in spec.dims)
-                                      + " has changed content since it was stored (a weights file rewritten?): "
-                                        "use a new --store")
+                                 hint="the layer" + "".join(f" at {d} = {pt[d]}" for d in spec.dims)
+                                      + f" ({spec.layer(pt)!r}) has changed content since it was stored (a weights "
+                                        "file rewritten?): use a new --store")
 
 
 def old_index(old_spec, new_spec):
