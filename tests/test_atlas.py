@@ -150,3 +150,30 @@ def test_no_silent_miss_on_held_out_real_weights():
                 continue
             assert warned and r.accuracy.flag(j) != "ok", (act, ref, c, mu_spec, g, th, m, se)
             assert not r.accuracy.validated[j] or abs(r.accuracy.gap[j]) >= 0.03, (act, ref, c, g)
+
+
+def test_verify_keeps_the_blocks_calls_apart(tmp_path):
+    """Two blocks may hold the same point (all heads, and the tile-1 half of the n-law): each block's cells are
+    recomputed by their own call, not by one call over both blocks' γ (repeated γ broke the continuation)."""
+    import csv
+
+    from symattn import realweights as rw
+    from symattn.accuracy import ATLAS_PATH, COLUMNS
+    from symattn.errors import RealWeightsUnavailable
+    from symattn.verification.atlas import RTOL, check_atlas
+
+    try:
+        rw.load_minilm()
+    except RealWeightsUnavailable:
+        pytest.skip("the [real] extra is not installed")
+    with open(ATLAS_PATH, newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["layer"] == "minilm:1" and r["activation"] == "erf"
+                and r["mu"] == "top" and float(r["c"]) == 1.0 and r["block"] in ("minilm-all", "minilm-nlaw")]
+    assert {r["block"] for r in rows} == {"minilm-all", "minilm-nlaw"} and len({r["call"] for r in rows}) == 1
+    path = tmp_path / "two_blocks.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    res = check_atlas(path)
+    assert res["calls"] == 2 and res["cells"] == len(rows) and res["max_rel_diff"] <= RTOL, res

@@ -169,6 +169,8 @@ def _run_atlas(args) -> int:
         print(f"atlas: {res['cells']} cells of {res['calls']} points recomputed, {len(res['skipped'])} points "
               f"skipped (weights not installed); largest relative change {res['max_rel_diff']:.2g} "
               f"(tolerance {RTOL:g}) at {res['worst']}; {res['seconds']:.0f} s")
+        for m in res["moved"][:10]:
+            print(f"  moved: {m}")
         print("PASS" if res["passed"] else "FAIL: the theory moved; measure the atlas again (symattn atlas)")
     return EXIT_OK if res["passed"] else EXIT_FAILURE
 
