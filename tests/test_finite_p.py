@@ -422,3 +422,22 @@ def test_verification_checks_without_monte_carlo():
         res = REGISTRY[name](QUICK)
         assert res.passed, (name, res.detail)
     assert callable(V.finite_p_checks)
+
+
+def test_warm_starts_follow_the_nearest_gamma():
+    """finite_p_error warm-starts each point from the solved one nearest in log γ: a list that comes back from
+    γ = 10 to 1e-3 (repeated γ) gives the values of the monotone list (the strong-direction correction of the
+    real MiniLM W at erf, μ = top, c = 1 gave E ~ 4e17 on the repeats)."""
+    from symattn import realweights as rw
+    from symattn.errors import RealWeightsUnavailable
+
+    try:
+        rw.load_minilm()
+    except RealWeightsUnavailable:
+        pytest.skip("the [real] extra is not installed")
+    layer = sa.Layer("erf", weights="minilm:1")
+    mu = layer.signal("top", 2.0)
+    g = [1e-3, 1e-2, 0.1, 1.0, 10.0]
+    once = np.asarray(layer.theory(1.0, g, mu=mu, n=384).E, dtype=float)
+    twice = np.asarray(layer.theory(1.0, g * 2, mu=mu, n=384).E, dtype=float)
+    np.testing.assert_allclose(twice, np.concatenate([once, once]), rtol=1e-8)

@@ -754,13 +754,17 @@ def finite_p_error(ctx, f, c, gamma, geometry, n: int, diagonal: str = "f", poin
             dq = _diagonal(ctx, f, kern, p, geom, diagonal)
             cm, gm = ctx.convert(ci), ctx.convert(gi)
             eta = gm * ctx.step
+            # warm start from the solved point of this p nearest in log γ (the previous one along a monotone
+            # list): a far one (a list back from γ = 10 to 1e-3) led the pencil onto a wrong branch
+            solved = warm.setdefault(p, [])
+            G0 = min(solved, key=lambda t: abs(t[0] - math.log(gi)))[1] if solved else None
             try:
                 sol = solve_pencil(ctx, cm, ctx.complex(gm, eta), dq, kern["w"], kern["separable"], kern["S2"],
-                                   Dself=kern["Dself"], G0=warm.get(p), theta=kern["theta"])
+                                   Dself=kern["Dself"], G0=G0, theta=kern["theta"])
             except ConvergenceError as exc:
                 raise ConvergenceError(exc.reason, exc.residuals, exc.iterations,
                                        point=dict(point_info or {}, c=float(ci), gamma=float(gi), n=n, p=p)) from None
-            warm[p] = sol.G
+            solved.append((math.log(gi), sol.G))
             dF = ctx.imag(latent_resolvent(ctx, cm, kern, sol.G)) / eta
             out.append(-(gm ** 2) * dF)
         return ctx.convert(out)
