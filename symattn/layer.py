@@ -456,8 +456,8 @@ class Layer:
 
         Examples
         --------
-        >>> Layer("tanh", weights={"tile": 2, "of": "minilm:1"}).label
-        'minilm:1⊗I2'
+        >>> Layer("tanh", weights={"tile": 2, "of": np.eye(3)}).label
+        '<3x3 array>⊗I2'
         >>> Layer("tanh", residual=True).label
         'W = I (residual)'
         """
