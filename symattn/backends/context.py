@@ -25,9 +25,12 @@ import numpy as np
 class FloatContext:
     """float64 numpy arithmetic, vectorised over a leading axis of parameter points."""
 
-    name = "numpy"
+    name = "numpy"       # for provenance and messages only: no formula tests it
     lambdify_modules = "numpy"
-    dps = None           # decimal digits of the arithmetic; None: float64
+    dtype = float        # the numpy dtype of this arithmetic's arrays (object: mpmath numbers)
+    eps = float(np.finfo(float).eps)   # unit roundoff (machine epsilon) of the arithmetic
+    digits = 16          # decimal digits of the arithmetic, a number in every context
+    dps = None           # digits requested of exact constants (kernel_constants' dps); None: float64
     tol = 1e-13          # Newton: relative residual
     quad_tol = 1e-12     # quadrature: relative change when the node count doubles
     nodes = 64           # initial Marchenko-Pastur quadrature nodes (doubled where needed)
@@ -48,6 +51,20 @@ class FloatContext:
     def convert(self, x):
         """Numbers of this arithmetic (float64 arrays)."""
         return np.asarray(x, dtype=float)
+
+    def scalar(self, x):
+        """One number of this arithmetic (a Python float here, an mpf at ``dps`` digits)."""
+        return float(x)
+
+    def asarray(self, x):
+        """An array of this context's dtype holding x as it is (no conversion of the entries)."""
+        return np.asarray(x, dtype=self.dtype)
+
+    def ladder(self, levels):
+        """The escalation digits above this arithmetic: the levels > ``digits``, or twice the
+        working digits when none is left (float64 has nowhere to go without a level)."""
+        above = [d for d in levels if d > self.digits]
+        return above or ([] if self.dps is None else [2 * self.digits])
 
     def complex(self, re, im):
         """The complex number re + i·im."""
@@ -113,8 +130,11 @@ class MPContext(FloatContext):
     name = "mpmath"
     lambdify_modules = "mpmath"
 
+    dtype = object
+
     def __init__(self, dps: int = 30):
-        self.dps = int(dps)
+        self.dps = self.digits = int(dps)
+        self.eps = 10.0 ** (-self.dps)
         self.tol = mpmath.mpf(10) ** (-(self.dps - 3))
         self.quad_tol = mpmath.mpf(10) ** (-(self.dps - 4))
         self.nodes = 64 + 12 * self.dps
@@ -148,6 +168,9 @@ class MPContext(FloatContext):
     def convert(self, x):
         arr = np.asarray(x, dtype=object)
         return np.asarray(self._mpf(arr), dtype=object) if arr.ndim else mpmath.mpf(arr.item())
+
+    def scalar(self, x):
+        return mpmath.mpf(x) if not isinstance(x, mpmath.mpf) else +x
 
     def complex(self, re, im):
         return mpmath.mpc(re, im)
