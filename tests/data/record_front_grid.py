@@ -123,6 +123,38 @@ def mc_value(name):
             if getattr(r, k) is not None}
 
 
+def _flat(v):
+    if isinstance(v, dict):
+        return {k: _flat(x) for k, x in v.items()}
+    arr = np.asarray(v)
+    if arr.dtype == object:
+        return [float(x) if not isinstance(x, str) else x for x in arr.reshape(-1)]
+    return arr.reshape(-1).astype(float).tolist()
+
+
+def mismatches(new, old, rtol) -> list:
+    """Where the values ``new`` differ from the recorded ``old`` (relative ``rtol``; recorded 40-digit mpmath
+    strings to 1e-25): a list of descriptions, empty when every value is reproduced."""
+    if isinstance(old, dict):
+        if set(new) != set(old):
+            return [f"models {sorted(new)} != {sorted(old)}"]
+        return [f"{k}: {m}" for k in old for m in mismatches(new[k], old[k], rtol)]
+    if old and isinstance(old[0], str):  # mpmath: 40-digit strings
+        import mpmath
+
+        vals = np.asarray(new, dtype=object).reshape(-1)
+        if len(vals) != len(old):
+            return [f"{len(vals)} values, {len(old)} recorded"]
+        with mpmath.workdps(40):
+            return [f"[{i}] {a} != {b}" for i, (a, b) in enumerate(zip(vals, old))
+                    if not abs(mpmath.mpf(a) - mpmath.mpf(b)) <= mpmath.mpf(10) ** -25 * abs(mpmath.mpf(b))]
+    vals = np.asarray(_flat(new), dtype=float)
+    ref = np.asarray(old, dtype=float)
+    if vals.shape != ref.shape:
+        return [f"shape {vals.shape} != recorded {ref.shape}"]
+    return [f"[{i}] {a!r} != {b!r}" for i, (a, b) in enumerate(zip(vals, ref)) if not abs(a - b) <= rtol * abs(b)]
+
+
 if __name__ == "__main__":
     out = {"theory": {name: plain(theory_value(name)) for name in CASES},
            "montecarlo": {name: mc_value(name) for name in MC_CASES}}
