@@ -637,15 +637,12 @@ EXTRAPOLATION_START = {"sqrt-gamma": 1e-4, "c->0": 1e-3}
 
 
 def _num(ctx, v):
-    return ctx.convert(np.array([v]))[0] if ctx.name == "mpmath" else float(v)
+    return ctx.scalar(v)
 
 
 def _subs_value(expr, values, ctx):
     """A SymPy expression at numbers: float, or mpmath at the context's digits."""
-    v = expr.subs(values)
-    if ctx.name == "mpmath":
-        return mpmath.mpf(str(sp.N(v, ctx.dps + 5)))
-    return float(v)
+    return ctx.scalar(str(sp.N(expr.subs(values), ctx.digits + 5)))
 
 
 #: the limits of :func:`limits`, in order
@@ -723,14 +720,14 @@ def limits(f="tanh", c=0.5, gamma=1.0, geometry=None, diagonal: str = "f", backe
     geom = as_geometry(geometry)
     act = _activation(f)
     ctx = context(backend, dps)
-    kc = kernel_constants(act, diagonal=diagonal, dps=ctx.dps if ctx.name == "mpmath" else None)
+    kc = kernel_constants(act, diagonal=diagonal, dps=ctx.dps)
     G = attention_system(geom.rank).gram
     vals = {a1: kc.a1, s2: kc.s2, d: kc.d, c: cv, gamma: gv, m2: geom.snr, nu: kc.s2 + kc.a1**2}
     vals.update({G[i, j]: float(geom.gram[i, j]) for i in range(G.shape[0]) for j in range(G.shape[0])})
     solve_kw = dict(geometry=geom, diagonal=diagonal, backend=backend, dps=dps)
     out = LimitsResult(parameters={"activation": act.name, "a1": kc.a1, "s2": kc.s2, "d": kc.d, "nu": kc.s2 + kc.a1**2,
                                    "c": cv, "gamma": gv, "geometry": geom.gram.tolist(), "diagonal": diagonal,
-                                   "backend": ctx.name, "dps": getattr(ctx, "dps", None)})
+                                   "backend": backend, "dps": ctx.dps})
 
     def add(model, name, variable, point, form, coef, value, remainder, method, note=""):
         getattr(out, model)[name] = Limit(name, model, variable, point, form, coef, value, remainder, method, note)
@@ -740,7 +737,7 @@ def limits(f="tanh", c=0.5, gamma=1.0, geometry=None, diagonal: str = "f", backe
 
     def extrapolate(values, ratio, powers, what):
         est, err = theory.richardson(values, ratio, powers)
-        tol = 1e-8 if ctx.name == "numpy" else 10.0 ** (8 - ctx.dps)
+        tol = max(1e-8, ctx.richardson_tol)  # 1e-8 at float64, 10^{8−dps} in mpmath
         if float(err) > tol * max(1.0, abs(float(est))):
             raise ConvergenceError(f"the {what} extrapolation did not converge (error estimate {float(err):.2g})",
                                    point={"c": cv, "gamma": gv})
@@ -778,13 +775,13 @@ def limits(f="tanh", c=0.5, gamma=1.0, geometry=None, diagonal: str = "f", backe
                 power, form, rem, coef = sp.Rational(1, 2), k * sp.sqrt(gamma), sp.O(gamma ** sp.Rational(3, 2)), red["k"]
                 note = "c > 1: the √γ law of the reduced system"
             if geom.is_null and kv is not None:
-                add("attention", "gamma->0", gamma, sp.Integer(0), form, coef, kv if ctx.name == "mpmath" else float(kv),
+                add("attention", "gamma->0", gamma, sp.Integer(0), form, coef, ctx.scalar(kv),
                     rem, "reduced system", note + ", μ = 0")
             else:
                 t0 = EXTRAPOLATION_START["sqrt-gamma"] * (1 - 1 / np.sqrt(cv)) ** 2
-                powers = (1, 2, 3) if ctx.name == "numpy" else (1, 2, 3, 4, 5, 6)
+                powers = tuple(range(1, len(ctx.richardson_powers) + 1))
                 gs = [t0 * 10.0 ** (-j) for j in range(len(powers) + 1)]
-                scale = [(mpmath.mpf(g) if ctx.name == "mpmath" else g) ** float(power) for g in gs]
+                scale = [ctx.scalar(g) ** float(power) for g in gs]
                 ratios = [E_of("attention", cv, g)[0] / sc for g, sc in zip(gs, scale)]
                 add("attention", "gamma->0", gamma, sp.Integer(0), form, None,
                     extrapolate(ratios, 10, powers, "γ → 0"), rem, "extrapolated", note + f": E_A/γ^{power} extrapolated")
@@ -832,7 +829,7 @@ def _small_c(add, vals, ctx, geom, c, cv, gv, E_of, extrapolate):
         add("attention", "c->0", c, sp.Integer(0), k - c, sp.Integer(1), _num(ctx, 1), sp.O(c**2), "closed form",
             "μ = 0: rank M = p, E_A = 1 − c + o(c)")
     else:
-        powers = (1, 2, 3) if ctx.name == "numpy" else (1, 2, 3, 4, 5, 6)
+        powers = tuple(range(1, len(ctx.richardson_powers) + 1))
         cs = [EXTRAPOLATION_START["c->0"] * 10.0 ** (-j) for j in range(len(powers) + 1)]
         add("attention", "c->0", c, sp.Integer(0), k, None,
             extrapolate([E_of("attention", ci, gv)[0] for ci in cs], 10, powers, "c → 0"), sp.O(c),

@@ -121,8 +121,9 @@ def _check_superlinear(act, diagonal: str) -> None:
 
 # ----------------------------------------------------------------------------- array backends
 class _NumpyOps:
-    name = "numpy"
+    backend = "numpy"
     device = "cpu"
+    batched = False  # draws one at a time (torch stacks a batch of draws)
 
     def __init__(self, dtype: str = "float64"):
         self.dtype = np.dtype(dtype)
@@ -130,6 +131,12 @@ class _NumpyOps:
 
     def asarray(self, a):
         return np.asarray(a, dtype=self.dtype)
+
+    def copy(self, a):
+        return a.copy()
+
+    def eye(self, n, like):
+        return np.eye(n)
 
     def apply(self, act, t):
         return act.numpy(t)
@@ -168,7 +175,8 @@ class _NumpyOps:
 
 
 class _TorchOps:
-    name = "torch"
+    backend = "torch"
+    batched = True
 
     def __init__(self, device, dtype: str = "float64"):
         import torch
@@ -183,6 +191,12 @@ class _TorchOps:
         if not a.flags.writeable:   # a layer's read-only weights: torch wants a writable buffer
             a = a.copy()
         return self.torch.as_tensor(a).to(device=self.device, dtype=self.dtype)
+
+    def copy(self, a):
+        return a.clone()
+
+    def eye(self, n, like):
+        return self.torch.eye(n, dtype=like.dtype, device=like.device)
 
     def apply(self, act, t):
         if hasattr(act, "torch") and callable(getattr(act, "torch")):
@@ -742,25 +756,33 @@ def _variant_kernel(ops, act, A, p, diagonal, variant):
     return K
 
 
+def _weight_form(ops, W, wk, wq):
+    """W as a draw uses it: the matrix, ``("lowrank", w_Kᵀ, w_Q)`` for W = I + Σ_k w_K^{(k)} w_Q^{(k)ᵀ},
+    or None for W = I (on the backend of ``ops``)."""
+    if W is not None:
+        return ops.asarray(W)
+    if wk is not None and wk.shape[0] > 0 and np.any(wk) and np.any(wq):
+        return ("lowrank", ops.asarray(wk.T), ops.asarray(wq))
+    return None
+
+
+def _xwx(ops, Xd, Xt, G, Wm):
+    """A = XᵀWX, a new array (the kernel consumes it), from X (``Xd``), Xᵀ (``Xt``; one draw or a
+    batch), G = XᵀX and W in the form of :func:`_weight_form`: XᵀWX = XᵀX + (Xᵀw_K)(w_QᵀX) for low rank."""
+    if Wm is None:
+        return ops.copy(G)
+    if isinstance(Wm, tuple):
+        return G + (Xt @ Wm[1]) @ (Wm[2] @ Xd)
+    return Xt @ (Wm @ Xd)
+
+
 def _variant_M(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant):
     """M = ΦᵀΦ/n of the variant (:class:`Variant`; docs/theory.md §13) on the backend of ``ops``."""
-    if variant.heads is not None:
-        mats = [ops.asarray(Wh) for Wh in variant.heads]
-    elif W is not None:
-        mats = [ops.asarray(W)]
-    elif wk is not None and wk.shape[0] > 0 and np.any(wk) and np.any(wq):
-        mats = [("lowrank", ops.asarray(wk.T), ops.asarray(wq))]
-    else:
-        mats = [None]
+    mats = ([ops.asarray(Wh) for Wh in variant.heads] if variant.heads is not None
+            else [_weight_form(ops, W, wk, wq)])
 
     def head(Wm):
-        if Wm is None:
-            A = G.clone() if ops.name == "torch" else G.copy()
-        elif isinstance(Wm, tuple):
-            A = G + (Xd.T @ Wm[1]) @ (Wm[2] @ Xd)
-        else:
-            A = Xd.T @ (Wm @ Xd)
-        return _variant_kernel(ops, act, A, p, diagonal, variant)
+        return _variant_kernel(ops, act, _xwx(ops, Xd, Xd.T, G, Wm), p, diagonal, variant)
 
     if variant.readout == "concat" and len(mats) > 1:
         M = None
@@ -775,7 +797,7 @@ def _variant_M(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant):
         Kh = head(Wm)
         K = Kh if K is None else K + Kh
     if variant.residual:
-        K = K + (ops.torch.eye(n, dtype=K.dtype, device=K.device) if ops.name == "torch" else np.eye(n))
+        K = K + ops.eye(n, like=K)
     Phi = Xd @ K
     del K
     M = Phi.T @ Phi
@@ -818,14 +840,7 @@ def _draw_unchecked(ops, act, X, y, gamma, wk, wq, W, diagonal, models, trace, m
     if "attention" in models and variant is not None and not variant.is_default:
         spectra.append(("attention", _variant_M(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant)))
     elif "attention" in models:
-        if W is not None:
-            A = Xd.T @ (ops.asarray(W) @ Xd)
-        elif wk is not None and wk.shape[0] > 0 and np.any(wk) and np.any(wq):
-            # XᵀWX = XᵀX + (Xᵀw_K)(w_QᵀX) for W = I + Σ_k w_K^{(k)} w_Q^{(k)ᵀ}
-            A = G + (Xd.T @ ops.asarray(wk.T)) @ (ops.asarray(wq) @ Xd)
-        else:
-            A = G.clone() if ops.name == "torch" else G.copy()
-        K = _kernel(ops, act, A, p, diagonal)
+        K = _kernel(ops, act, _xwx(ops, Xd, Xd.T, G, _weight_form(ops, W, wk, wq)), p, diagonal)
         if 3 * p <= 4 * n:
             Phi = Xd @ K  # Φ = XK: 2pn² flops, then ΦᵀΦ (symmetric product) pn²
             M = Phi.T @ Phi
@@ -899,13 +914,7 @@ def _draws_batched(ops, act, Xs, ys, gamma, wk, wq, W, diagonal, models, trace):
         G = Xt @ Xd
         spectra = []
         if "attention" in models:
-            if W is not None:
-                A = Xt @ (ops.asarray(W) @ Xd)
-            elif wk is not None and wk.shape[0] > 0 and np.any(wk) and np.any(wq):
-                A = G + (Xt @ ops.asarray(wk.T)) @ (ops.asarray(wq) @ Xd)
-            else:
-                A = G.clone()
-            K = _kernel(ops, act, A, p, diagonal)
+            K = _kernel(ops, act, _xwx(ops, Xd, Xt, G, _weight_form(ops, W, wk, wq)), p, diagonal)
             Phi = Xd @ K
             del K
             M = Phi.transpose(-1, -2) @ Phi
@@ -1367,7 +1376,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
     if seed is not None and not isinstance(seed, np.random.SeedSequence):
         seed = check_int("seed", seed, 0)
     ops = _make_ops(backend, device, dtype)
-    method = _check_method(method, ops.name)
+    method = _check_method(method, ops.backend)
     if f is None and kernel == "softmax":
         act = _CallableActivation(np.exp)
         act.name = "softmax"
@@ -1386,7 +1395,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         if geo.rank > 0 and np.any(geo.gram[1:, 1:]):
             raise ParameterError("geometry", geo, "a geometry without weight vectors when heads= is given",
                                  hint="the heads carry the weights; give μ by geometry=Geometry(snr=...) or mu=")
-    check_memory(n, p, "c" if p > n else "n", c if p > n else n, dtype=dtype, backend=ops.name, device=ops.device,
+    check_memory(n, p, "c" if p > n else "n", c if p > n else n, dtype=dtype, backend=ops.backend, device=ops.device,
                  models=models, W=W is not None or heads is not None, mu=mu is not None or geo.snr > 0,
                  gammas=gamma.size, trace_estimator=trace_estimator, method=method)
     wk = wq = None
@@ -1417,7 +1426,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
     # BLAS/OpenMP threads: the idle cores, or what the caller set (symattn.threads.auto_threads)
     with auto_threads(max(n, p)), tqdm(total=draws, desc=f"simulate n={n}", unit="draw", file=sys.stderr,
                                        disable=not _show_progress(progress, draws), leave=False) as bar:
-        size = 1 if not variant.is_default or ops.name != "torch" else _batch_size(batch, ops, n, p, draws, models)
+        size = 1 if not variant.is_default or not ops.batched else _batch_size(batch, ops, n, p, draws, models)
         for k0 in range(0, draws, size):
             tokens = [sample_tokens(n, p, mu, rng) for rng in rngs[k0:k0 + size]]
             if size == 1:
@@ -1435,7 +1444,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
 
     dev = str(ops.device)
     result = SimulationResult(
-        gamma=gamma, n=n, p=p, c=c, draws=draws, seed=ss.entropy, backend=ops.name, device=dev,
+        gamma=gamma, n=n, p=p, c=c, draws=draws, seed=ss.entropy, backend=ops.backend, device=dev,
         dtype=dtype, diagonal=diagonal, activation=_act_name(act),
         attention=per_draw.get("attention"), linear=per_draw.get("linear"),
         attention_trace=per_draw.get("attention_trace"), linear_trace=per_draw.get("linear_trace"),

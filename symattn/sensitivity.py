@@ -144,9 +144,8 @@ def _gamma_derivative(ctx, sol, T, T_dot, geom_args, rank, a1v, cv, gv):
     A = sol.integrate_with(ctx, fn, extra=e_dot, moments=[(3 + i, j) for i, j in TRACE_MOMENTS])
     B = sol.integrate_with(ctx, fn, extra=e_dot, moments=[(6 + 3 * i + l, j) for i, j in TRACE_MOMENTS
                                                           for l in range(3)]).reshape(-1, 9, 3)
-    T_ddot = A + np.einsum("pkl,pl->pk", B, e_ddot) if ctx.name == "numpy" else \
-        A + (B * e_ddot[:, None, :]).sum(axis=-1)
-    _, dE = _directional(rank, ctx.name)(*T.T, *T_dot.T, *geom_args, a1v, cv, gv, *T_ddot.T)
+    T_ddot = A + ctx.matvec(B, e_ddot)
+    _, dE = _directional(rank, ctx.lambdify_modules)(*T.T, *T_dot.T, *geom_args, a1v, cv, gv, *T_ddot.T)
     return dE
 
 
@@ -155,7 +154,7 @@ def _error_at(ctx, f, cv, gv, geom, diagonal):
     docs/theory.md §5.8, with the quadrature solver where the closed form does not apply."""
     from .backends import closed
 
-    k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps if ctx.name == "mpmath" else None)
+    k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps)
     return closed.attention_points(ctx, cv, gv, k.a1, k.s2, k.d, ctx.convert(geom.gram), geom.rank)["E"]
 
 
@@ -164,14 +163,14 @@ def _c_derivative(ctx, f, cb, gb, geom, diagonal):
     2D + 10 digits with the relative step 10^{−(D+4)/2} (module docstring), returned in ``ctx``'s numbers."""
     import mpmath
 
-    D = 16 if ctx.dps is None else ctx.dps
+    D = ctx.digits
     hi = context("mpmath", 2 * D + 10)
     with hi:
         cv, gv = hi.convert(cb), hi.convert(gb)
         h = cv * mpmath.mpf(10) ** (-(D + 4) / 2)
         dE = (_error_at(hi, f, cv + h, gv, geom, diagonal) - _error_at(hi, f, cv - h, gv, geom, diagonal)) / (2 * h)
     with ctx:
-        return ctx.convert(dE) if ctx.name == "mpmath" else np.asarray(hi.to_float(dE), dtype=float)
+        return ctx.convert(dE)
 
 
 def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: str = "numpy",
@@ -223,9 +222,9 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
     cb, gb = (np.broadcast_to(v, shape).reshape(-1) for v in (c_arr, g_arr))
     if entry == "c":
         dE = _c_derivative(ctx, f, cb, gb, geom, diagonal)
-        return np.asarray(dE, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
+        return ctx.asarray(dE).reshape(shape)
     with ctx:
-        k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps if ctx.name == "mpmath" else None)
+        k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps)
         cv, gv = ctx.convert(cb), ctx.convert(gb)
         sol = solver.solve_bulk(ctx, cv, gv, k.a1, k.s2, k.d)
         T, _, T_dot = solver.regular_traces(ctx, sol)
@@ -237,9 +236,9 @@ def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: s
         if entry == "gamma":
             dE = _gamma_derivative(ctx, sol, T, T_dot, gram_args, geom.rank, a1v, cv, gv)
         else:
-            _, dE = _compiled(geom.rank, entry, ctx.name)(*T.T, *T_dot.T, *gram_args, a1v, cv, gv)
+            _, dE = _compiled(geom.rank, entry, ctx.lambdify_modules)(*T.T, *T_dot.T, *gram_args, a1v, cv, gv)
     # the symbol 𝔊_ij (i < j) stands for both entries 𝔊_ij = 𝔊_ji: one derivative moves both
-    return np.asarray(dE, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
+    return ctx.asarray(dE).reshape(shape)
 
 
 class _CallableModule(types.ModuleType):

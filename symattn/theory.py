@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from .activations.activation import activation as _activation
-from .backends.context import context
+from .backends.context import FloatContext, context
 from .backends import closed as closed_form, solver
 from .errors import ConvergenceError, FailedPointsWarning, ParameterError, PrecisionWarning
 from .model import MODELS, as_geometry, check_c, check_gamma, kernel_constants
@@ -243,9 +243,7 @@ def _linear_F(modules: str):
 
 def _linear_F_values(ctx, c, gamma, snr):
     fn = _linear_F(ctx.lambdify_modules)
-    if ctx.name == "numpy":
-        return np.asarray(fn(np.sqrt(c), gamma, snr * np.ones_like(c))[0], dtype=float)
-    return np.array([fn(ctx.sqrt(c[i:i + 1])[0], gamma[i], snr)[0] for i in range(len(c))], dtype=object)
+    return ctx.pointwise(lambda ci, gi, si: fn(ctx.sqrt(ci), gi, si)[0], c, gamma, snr + 0 * c)
 
 
 def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
@@ -328,7 +326,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
     cb, gb = (np.broadcast_to(v, shape).reshape(-1) for v in (c_arr, g_arr))
     out = TheoryResult(c=np.broadcast_to(c_arr, shape).copy(), gamma=np.broadcast_to(g_arr, shape).copy(),
                        model=model, parameters={"geometry": geom.gram.tolist(), "n": n, "correction": correction,
-                                                "backend": ctx.name, "dps": getattr(ctx, "dps", None)})
+                                                "backend": backend, "dps": ctx.dps})
     failures, warned = [], []
     with ctx:
         if model in ("linear", "both"):
@@ -337,7 +335,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
         if model in ("attention", "both"):
             f = _activation(f)
             k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
-                                 snr=geom.snr, dps=ctx.dps if ctx.name == "mpmath" else None)
+                                 snr=geom.snr, dps=ctx.dps)
             info = {"activation": f.name, "diagonal": diagonal, "method": method}
             out.parameters.update(activation=f.name, diagonal=diagonal, a1=k.a1, s2=k.s2, nu=k.nu, d=k.d)
             if correction == "finite-p":
@@ -390,7 +388,7 @@ def _linear_points(ctx, cb, gb, snr):
     (:data:`LINEAR_FLOAT_C`, :data:`LINEAR_FLOAT_GAMMA`) are evaluated in mpmath (30 digits)."""
     E = solver.linear_error(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(snr))
     F = _linear_F_values(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(snr))
-    if ctx.name == "numpy":
+    if ctx.escalates:
         E, F = np.array(E, dtype=float, copy=True).reshape(-1), np.array(F, dtype=float, copy=True).reshape(-1)
         out = (cb < LINEAR_FLOAT_C[0]) | (cb > LINEAR_FLOAT_C[1]) | (gb < LINEAR_FLOAT_GAMMA[0]) | (gb > LINEAR_FLOAT_GAMMA[1])
         idx = np.nonzero(out | ~np.isfinite(E))[0]
@@ -438,7 +436,7 @@ def _check_values(ctx, values, precision, cb, gb, info, found, failures, warned)
             reason = f"impossible value E={v!r} (outside [0, 1])"
         elif est is not None and not est <= PRECISION_LIMIT:
             reason = (f"precision: estimated relative error {est:.2g} of E={v:.6g}, even with mpmath at "
-                      f"{max(ESCALATION_DPS) if ctx.name == 'numpy' else 2 * ctx.dps} digits")
+                      f"{max(ctx.ladder(ESCALATION_DPS) or [ctx.digits])} digits")
         if reason is not None:
             failures.append((point, reason, None))
             values[i] = np.nan
@@ -515,9 +513,7 @@ def _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, failur
     solved again in mpmath (:data:`ESCALATION_DPS`); failed points are NaN and in ``failures``."""
     iterations = [0]
     vals = _attention_run(ctx, k, cb, gb, geom, info, errors, failures, iterations)
-    current = ctx.dps or 16
-    levels = [d for d in ESCALATION_DPS if d > current] or ([2 * current] if ctx.name == "mpmath" else [])
-    for dps in levels:
+    for dps in ctx.ladder(ESCALATION_DPS):
         with np.errstate(invalid="ignore"):
             E_f = np.asarray(ctx.to_float(vals["E"]), dtype=float)
             bad = ~(vals["precision"] <= PRECISION_TARGET) | ~((E_f >= 0) & (E_f <= 1))
@@ -535,7 +531,7 @@ def _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, failur
                 continue  # mpmath did not do better here: keep the lower-precision value and its estimate
             for key in ("E", "F", "e", "residual", "precision", "closed"):
                 v = sub[key][j]
-                vals[key][i] = ctx.convert(v) if ctx.name == "mpmath" else np.asarray(mctx.to_float(v), dtype=float)
+                vals[key][i] = ctx.convert(v)
     vals["iterations"] = iterations[0]
     return vals
 
@@ -568,7 +564,7 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
     point_info = dict(info, **({"dps": ctx.dps} if ctx.dps else {}))
 
     def run(idx):
-        d = k.d if d_all is None else np.asarray(d_all[idx], dtype=object if ctx.name == "mpmath" else float)
+        d = k.d if d_all is None else ctx.asarray(d_all[idx])
         # the closed form where it applies, quadrature elsewhere (docs/theory.md §5.8)
         got = closed_form.attention_points(ctx, ctx.convert(cs[idx]), ctx.convert(gs[idx]), k.a1, k.s2, d, gram,
                                            geom.rank, point_info=point_info, method=info.get("method", "closed"))
@@ -576,7 +572,7 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
         return got
 
     vals = _isolated(run, cs.size, errors, failures)
-    dtype = object if ctx.name == "mpmath" else float
+    dtype = ctx.dtype
     for key, shape in (("E", ()), ("F", ()), ("e", (3,)), ("residual", ()), ("precision", ()), ("closed", ())):
         if key not in vals:  # every point failed
             vals[key] = np.full((cs.size,) + shape, np.nan, dtype=dtype if key in ("E", "F", "e") else float)
@@ -586,7 +582,8 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
 #: the ridges of the γ → 0 extrapolation (c < 1): γ_j = RIDGELESS_GAMMA·(1 − √c)²·10^{-j}
 RIDGELESS_GAMMA = 1e-3
 #: for c < 1, E(γ) = E(0) + k2 γ² + k3 γ³ + … (a spectral gap at 0; docs/theory.md §7.6): the powers eliminated
-RIDGELESS_POWERS = {"numpy": (2, 3, 4), "mpmath": (2, 3, 4, 5, 6, 7)}
+#: (float64; at ``dps`` digits the context's ``richardson_powers``, 2–7)
+RIDGELESS_POWERS = FloatContext.richardson_powers
 
 
 def richardson(values, ratio, powers):
@@ -672,11 +669,10 @@ def ridgeless(f, c, gamma, geometry=None, model: str = "attention", backend: str
               errors=errors, method=method)
     out = {}
     for m in models:
-        vals = np.empty(cb.size, dtype=object if ctx.name == "mpmath" else float)
+        vals = np.empty(cb.size, dtype=ctx.dtype)
         pos = ~zb
         if np.any(pos):
-            vals[pos] = np.asarray(solve(f, cb[pos], np.asarray(gb[pos], dtype=float) if ctx.name == "numpy"
-                                         else gb[pos], model=m, **kw).E).reshape(-1)
+            vals[pos] = np.asarray(solve(f, cb[pos], gb[pos].astype(ctx.dtype), model=m, **kw).E).reshape(-1)
         cz = cb[zb]
         with ctx:
             one = ctx.convert(np.ones(cz.size))
@@ -686,12 +682,12 @@ def ridgeless(f, c, gamma, geometry=None, model: str = "attention", backend: str
             elif geom.is_null and correction is None:
                 vals[zb] = one - cc                                            # rank Φ = p: docs/theory.md §7.3
             elif cz.size:
-                powers = RIDGELESS_POWERS[ctx.name]
+                powers = ctx.richardson_powers
                 t0 = RIDGELESS_GAMMA * (1 - np.sqrt(cz)) ** 2
                 E = [np.asarray(solve(f, cz, t0 * 10.0 ** (-j), model=m, **kw).E).reshape(-1)
                      for j in range(len(powers) + 1)]
                 est, err = richardson(E, 10, powers)
-                tol = 1e-9 if ctx.name == "numpy" else 10.0 ** (8 - ctx.dps)
+                tol = ctx.richardson_tol
                 worst = int(np.argmax([float(v) for v in np.atleast_1d(err)]))
                 if float(np.atleast_1d(err)[worst]) > tol:
                     raise ConvergenceError("the gamma -> 0 extrapolation did not converge (error estimate "
@@ -703,8 +699,7 @@ def ridgeless(f, c, gamma, geometry=None, model: str = "attention", backend: str
 
 
 def _finish(ctx, values, shape):
-    arr = np.asarray(values, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
-    return arr
+    return ctx.asarray(values).reshape(shape)
 
 
 def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str = "numpy",
@@ -772,7 +767,7 @@ def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str 
     f = _activation(f)
     with ctx:
         k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None,
-                             dps=ctx.dps if ctx.name == "mpmath" else None)
+                             dps=ctx.dps)
         sol = solver.solve_bulk(ctx, cb, gb, k.a1, k.s2, k.d, {"activation": f.name})
         fn = CompiledExprs([proposition1_integrand(kind, phi_expr)], INTEGRAND_ARGS,
                            ctx.lambdify_modules, intermediates=INTERMEDIATES)

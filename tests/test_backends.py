@@ -129,12 +129,35 @@ def test_contexts_have_one_surface():
     import inspect
 
     assert _public(FloatContext()) == _public(MPContext(20))
-    generic = {"to_float", "isfinite"}  # written for float and object arrays alike
+    generic = {"to_float", "isfinite", "asarray", "ladder"}  # written for float and object arrays alike
     methods = {n for n in _public(FloatContext) if callable(getattr(FloatContext, n))}
     assert {"solve", "inv", "svd", "sqrt", "exp", "real", "imag", "complex", "zeros", "max_abs"} <= methods
     missing = sorted(n for n in methods - generic if n not in MPContext.__dict__)
     assert not missing, missing
     assert "mpmath" not in inspect.getsource(FloatContext)
+
+
+def test_contexts_answer_what_formulas_used_to_ask_of_the_backend():
+    """dtype, eps, digits, scalar, pointwise, matvec, the digits ladder and the float64-only guard: the same
+    values in both arithmetics (to the float64 roundoff), so no formula tests which context it has."""
+    fl, mp_ = FloatContext(), MPContext(40)
+    assert (fl.dtype, mp_.dtype) == (float, object)
+    assert fl.eps == np.finfo(float).eps and mp_.eps == 1e-40
+    assert (fl.digits, mp_.digits, fl.dps, mp_.dps) == (16, 40, None, 40)
+    assert fl.ladder((30, 60)) == [30, 60] and mp_.ladder((30, 60)) == [60] and MPContext(70).ladder((30, 60)) == [140]
+    assert isinstance(fl.scalar(0.25), float) and isinstance(mp_.scalar(0.25), mpmath.mpf)
+    rng = np.random.default_rng(7)
+    B, x = rng.normal(size=(3, 4, 2)), rng.normal(size=(3, 2))
+    with mp_:
+        np.testing.assert_allclose(fl.matvec(B, x), (B @ x[..., None])[..., 0], rtol=1e-14)
+        np.testing.assert_allclose(mp_.matvec(mp_.convert(B), mp_.convert(x)).astype(float), fl.matvec(B, x),
+                                   rtol=1e-14)
+        c = np.array([0.5, 2.0])
+        got = mp_.pointwise(lambda ci, gi: mpmath.sqrt(ci) + gi, mp_.convert(c), mp_.convert(c))
+        np.testing.assert_allclose(got.astype(float), fl.pointwise(lambda ci, gi: np.sqrt(ci) + gi, c, c), rtol=1e-15)
+    fl.require_float64(ValueError("not raised at float64"))
+    with pytest.raises(ValueError, match="mpmath"):
+        mp_.require_float64(ValueError("mpmath refused"))
 
 
 def _mp_complex(ctx, z):

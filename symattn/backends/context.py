@@ -27,7 +27,7 @@ class FloatContext:
 
     name = "numpy"       # for provenance and messages only: no formula tests it
     lambdify_modules = "numpy"
-    dtype = float        # the numpy dtype of this arithmetic's arrays (object: mpmath numbers)
+    dtype = float        # the numpy dtype of this arithmetic's arrays (object at arbitrary precision)
     eps = float(np.finfo(float).eps)   # unit roundoff (machine epsilon) of the arithmetic
     digits = 16          # decimal digits of the arithmetic, a number in every context
     dps = None           # digits requested of exact constants (kernel_constants' dps); None: float64
@@ -41,6 +41,10 @@ class FloatContext:
     basis_tol = 1e-12    # latent basis: relative singular-value cut of 𝕄
     drop_tol = 1e-9      # latent basis: relative norm below which Gram–Schmidt drops a vector
     step = 1e-20         # complex-step derivative: η/γ
+    # the ridgeless limit γ → 0 (symattn.theory.memorization_error): Richardson powers and error bound
+    richardson_powers = (2, 3, 4)
+    richardson_tol = 1e-9
+    escalates = True     # points float64 cannot resolve are solved again at more digits (the ladder)
 
     def __enter__(self):
         return self
@@ -59,6 +63,18 @@ class FloatContext:
     def asarray(self, x):
         """An array of this context's dtype holding x as it is (no conversion of the entries)."""
         return np.asarray(x, dtype=self.dtype)
+
+    def require_float64(self, error: Exception):
+        """Raise ``error`` unless this is float64 arithmetic (for the engines that exist in float64 only)."""
+
+    def matvec(self, B, x):
+        """The batched product B x, B: (P, m, k), x: (P, k) → (P, m)."""
+        return np.einsum("pkl,pl->pk", B, x)
+
+    def pointwise(self, fn, *arrays):
+        """fn applied to the points (the entries of equal-length 1-d arrays): one vectorised call
+        here, one call per point at arbitrary precision (whose functions take numbers, not arrays)."""
+        return np.asarray(fn(*arrays), dtype=float)
 
     def ladder(self, levels):
         """The escalation digits above this arithmetic: the levels > ``digits``, or twice the
@@ -141,6 +157,9 @@ class MPContext(FloatContext):
         self.max_nodes = 1 << 14
         self.pencil_tol = 10.0 ** (-(self.dps - 3))
         self.svd_tol = self.basis_tol = self.drop_tol = 10.0 ** (-self.dps)
+        self.richardson_powers = (2, 3, 4, 5, 6, 7)
+        self.richardson_tol = 10.0 ** (8 - self.dps)
+        self.escalates = False
         self._saved = []
 
     @property
@@ -170,7 +189,16 @@ class MPContext(FloatContext):
         return np.asarray(self._mpf(arr), dtype=object) if arr.ndim else mpmath.mpf(arr.item())
 
     def scalar(self, x):
-        return mpmath.mpf(x) if not isinstance(x, mpmath.mpf) else +x
+        return x if isinstance(x, mpmath.mpf) else mpmath.mpf(x)
+
+    def require_float64(self, error: Exception):
+        raise error
+
+    def matvec(self, B, x):
+        return (B * x[:, None, :]).sum(axis=-1)
+
+    def pointwise(self, fn, *arrays):
+        return np.array([fn(*(a[i] for a in arrays)) for i in range(len(arrays[0]))], dtype=object)
 
     def complex(self, re, im):
         return mpmath.mpc(re, im)

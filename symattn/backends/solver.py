@@ -563,7 +563,7 @@ def regular_traces(ctx, sol: BulkSolution, bump=None):
     True
     """
     P = sol.e.shape[0]
-    dtype = object if ctx.name == "mpmath" else float
+    dtype = ctx.dtype
     T, U, T_dot = (np.empty((P, k), dtype=dtype) for k in (9, 3, 9))
     eye = ctx.convert(np.eye(3))[None]
     for k, (idx, lam, w) in enumerate(sol.groups):
@@ -625,7 +625,7 @@ def kernel_coefficients(ctx, a1, gram, rank: int):
     2.0
     """
     P = gram.shape[0]
-    dtype = object if ctx.name == "mpmath" else float
+    dtype = ctx.dtype
     L = _kernel(ctx, f"lambda-r{rank}")(*gram_values(gram), P=P, dtype=dtype)
     return np.asarray(a1).reshape(-1, 1, 1) * L
 
@@ -679,7 +679,7 @@ def woodbury(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None):
     True
     """
     P = T.shape[0]
-    dtype = object if ctx.name == "mpmath" else float
+    dtype = ctx.dtype
     if centred is None:
         c = rc**2
         centred = np.stack([T[:, 6] - 1, T[:, 7] - 1 / c, T[:, 8] - (1 + 1 / c) / c], axis=-1)
@@ -1070,8 +1070,6 @@ def linear_error(ctx, c, gamma, snr):
     >>> bool(E[0] < 1e-15), bool(abs(E[1] - 1) < 1e-8)
     (True, True)
     """
-    P, (c, gamma, snr) = _points(ctx, c, gamma, snr)
+    _, (c, gamma, snr) = _points(ctx, c, gamma, snr)
     fn = _kernel(ctx, "linear")
-    if ctx.name == "numpy":
-        return fn(np.sqrt(c), gamma, snr)[0]
-    return np.array([fn(ctx.sqrt(c[i:i + 1])[0], gamma[i], snr[i])[0] for i in range(P)], dtype=object)
+    return ctx.pointwise(lambda ci, gi, si: fn(ctx.sqrt(ci), gi, si)[0], c, gamma, snr)

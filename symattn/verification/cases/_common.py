@@ -65,10 +65,9 @@ def _attention_points(f, c, gamma, grams, backend, dps, n, snr, diagonal):
     with ctx:
         k = sa.kernel_constants(f, diagonal=diagonal, n=n, c=c if n is not None else None,
                                 snr=float(grams[0, 0, 0] if snr is None else snr),
-                                dps=ctx.dps if ctx.name == "mpmath" else None)
+                                dps=ctx.dps)
         d = k.d
-        if ctx.name == "mpmath":
-            d = ctx.convert(np.asarray(d, dtype=float)) if isinstance(d, np.ndarray) else d
+        d = ctx.convert(np.asarray(d, dtype=float)) if isinstance(d, np.ndarray) else d
         E, F, _ = solver.attention_error(ctx, ctx.convert(c), ctx.convert(gamma), k.a1, k.s2, d,
                                          ctx.convert(grams), 1)
     return np.asarray(E), np.asarray(F)
