@@ -130,11 +130,13 @@ class Accuracy:
     def cells(self) -> list:
         """The cell each point's gap comes from (its block, layer, activation, c, γ, n, engine, μ, snr), with
         the point asked (``query_c``, ``query_gamma``)."""
-        out = []
-        for i, k in enumerate(np.asarray(self.index).ravel()):
-            cell = {} if k < 0 else {key: self.table[k].get(key) for key in _CELL_KEYS}
-            out.append(dict(cell, query_c=float(self.query[i, 0]), query_gamma=float(self.query[i, 1])))
-        return out
+        return [self.cell(i) for i in range(np.asarray(self.index).size)]
+
+    def cell(self, i: int) -> dict:
+        """The cell point i's gap comes from, with the point asked (one entry of :attr:`cells`)."""
+        k = np.asarray(self.index).flat[i]
+        cell = {} if k < 0 else {key: self.table[k].get(key) for key in _CELL_KEYS}
+        return dict(cell, query_c=float(self.query[i, 0]), query_gamma=float(self.query[i, 1]))
 
     @property
     def ok(self) -> np.ndarray:
@@ -158,13 +160,12 @@ class Accuracy:
 
     def message(self) -> str | None:
         """The text of the AccuracyWarning (None when every point is validated and not flagged)."""
-        bad = [i for i in range(self.gap.size) if self.flag(i) != "ok"]
-        if not bad:
+        bad = np.flatnonzero(~self.ok)
+        if not bad.size:
             return None
         parts = []
-        cells = self.cells
         for i in bad[:5]:
-            cell = cells[i]
+            cell = self.cell(i)
             where = f"c={cell.get('query_c'):g}, gamma={cell.get('query_gamma'):g}"
             if self.flag(i) == "unvalidated":
                 d = self.distance.flat[i]
