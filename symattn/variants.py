@@ -89,7 +89,7 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
     with ctx:
         if model in ("linear", "both"):
             E = solver.linear_error(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(snr))
-            out["linear"] = np.asarray(E, dtype=object if ctx.name == "mpmath" else float).reshape(shape)
+            out["linear"] = np.asarray(E, dtype=ctx.dtype).reshape(shape)
         if model in ("attention", "both"):
             out["attention"] = _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, kernel,
                                           temperature, mu, snr).reshape(shape)
@@ -115,7 +115,7 @@ def _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, ker
         return _checked(ctx, E, cb, gb, info)
     f = _activation(f)
     k = kernel_constants(f, diagonal=diagonal, n=n, c=cb if n is not None else None, snr=snr,
-                         dps=ctx.dps if ctx.name == "mpmath" else None)
+                         dps=ctx.dps)
     if hs is None:
         geom = as_geometry(geometry)
         E, _, _ = _v.residual_error(ctx, ctx.convert(cb), ctx.convert(gb), k.a1, k.s2, k.d,
@@ -127,7 +127,7 @@ def _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, ker
                              hint="the residual X is p×n; the concatenation is Hp×n")
     identical = all(np.array_equal(W, hs[0]) for W in hs[1:])
     if readout == "concat" and H > 1 and not identical:  # distinct heads: the block pencil (§13.2), numpy, μ = 0
-        if ctx.name != "numpy":
+        if ctx.dps is not None:
             raise ParameterError("backend", ctx.name, "'numpy' for the concatenation of distinct heads",
                                  hint="the block pencil of docs/theory.md §13.2 is float64 only")
         E = general_concat_error(f, float(cb[0]), gb, hs, mu, diagonal, cb)
@@ -135,7 +135,7 @@ def _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, ker
     try:
         gram, rank = _v.head_geometry(hs[:1] if readout == "concat" else hs, mu)
     except ParameterError:
-        if ctx.name != "numpy":
+        if ctx.dps is not None:
             raise
         if readout == "concat":  # one general head, or H identical ones (M = H M_1): the general-W theory at γ/H
             E = general_sum_error(f, float(cb[0]), gb / H, hs[:1], mu, diagonal, cb, residual=residual)
@@ -154,7 +154,7 @@ def _attention(ctx, f, cb, gb, geometry, n, diagonal, residual, hs, readout, ker
 
 def _checked(ctx, E, cb, gb, info):
     """Every E finite and in [0, 1] (within 1e-12), else a ConvergenceError naming the point."""
-    E = np.asarray(E, dtype=object if ctx.name == "mpmath" else float).reshape(-1)
+    E = np.asarray(E, dtype=ctx.dtype).reshape(-1)
     for i in range(E.size):
         v = float(ctx.to_float(E[i]))
         if not (np.isfinite(v) and -1e-12 <= v <= 1 + 1e-12):
