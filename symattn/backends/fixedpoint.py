@@ -24,6 +24,7 @@ Strategies:
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -359,7 +360,7 @@ def fixed_point(evaluate, x0, strategies, *, tol, residual, maxiter=300, restart
         state.residual = res
         if res <= tol if inclusive else res < tol:
             return result(fx, res, aux)
-        if not np.isfinite(res):
+        if not math.isfinite(float(res)):       # res may be an mpf (float() of it is exact enough here)
             s = strategies[k]
             if not (s.name == "newton" and s.halve_nonfinite and s.prev is not None):
                 break
