@@ -121,7 +121,7 @@ class Anderson:
     name = "anderson"
 
     def __init__(self, depth=5, mixing=1.0, damping=0.5, solver="lstsq", ridge=0.0, project=None,
-                 check_finite=True, below=np.inf, flat=None):
+                 check_finite=True, below=np.inf):
         self.depth, self.mixing, self.damping = depth, mixing, damping
         self.solver, self.ridge, self.project, self.check_finite = solver, ridge, project, check_finite
         self.below = below

@@ -60,7 +60,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import ConvergenceError, ParameterError
+from ..errors import ParameterError
 from ..model import weight_rank
 from ..gauss import gauss_hermite
 from .fixedpoint import Anderson, Newton, StallRestart, fixed_point
