@@ -484,60 +484,50 @@ def _concat_F(m, g, z):
     return gn[0, 0] - left @ np.linalg.solve(cap, right)
 
 
-def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0):
+def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0, depth=None, restart=None):
     """The Dyson fixed point g = Φ(g): Anderson-accelerated damped iteration from diag(1/z, 1, …, 1), then, at real
     z, Newton–GMRES (Jacobian-vector products by complex steps) once the relative residual is below
     ``newton_below`` (0: never). A complex z (the spectral density is Im g_xx(−λ − iε)/π) uses the iteration only;
-    near the support's edge it converges slowly from this start (continue from a nearby solution instead)."""
+    near the support's edge it converges slowly from this start (continue from a nearby solution instead).
+    Runs on :func:`~symattn.backends.fixedpoint.fixed_point`: ``depth`` the Anderson depth (default 5),
+    ``restart`` the evaluations without a new best residual before a
+    :class:`~symattn.backends.fixedpoint.StallRestart` (default None: no restarts)."""
     from scipy.sparse.linalg import LinearOperator, gmres
+
+    from .backends.fixedpoint import Anderson, Newton, StallRestart, fixed_point
 
     N = 2 * m.H + 1
     g = np.eye(N, dtype=np.result_type(z, float))
     g[0, 0] = 1.0 / z
     if np.iscomplexobj(z):
         newton_below = 0.0
-    X, R = [], []
-    res = np.inf
-    best = (np.inf, None)
     eta = 1e-20
-    for it in range(1, maxiter + 1):
-        gn = _concat_map(m, g, z)
-        r = (gn - g).ravel()
-        if not np.all(np.isfinite(gn)):
-            break
+
+    def residual(gn, g):
         scale = np.maximum(np.abs(gn), 1e-6 * max(float(np.max(np.abs(gn))), 1e-300))
-        res = float(np.max(np.abs(gn - g) / scale))
-        if res < tol:
-            return gn, it, res
-        if res < 1e-10 and res >= best[0]:   # the rounding floor of the p×p traces: the best point is converged
-            return best[1], it, best[0]
-        if res < best[0]:
-            best = (res, gn)
-        if res < newton_below:
-            def mv(v, g=g):
-                return v - np.imag(_concat_map(m, g + 1j * eta * v.reshape(N, N), z)).ravel() / eta
-            A = LinearOperator((N * N, N * N), matvec=mv, dtype=float)
-            step, info = gmres(A, r, rtol=1e-12, atol=0.0, restart=min(N * N, 60), maxiter=20)
-            if np.all(np.isfinite(step)):
-                g = g + step.reshape(N, N)
-                continue
-        X.append(g.ravel().copy())
-        R.append(r)
-        if len(X) > 6:
-            X.pop(0)
-            R.pop(0)
-        new = g.ravel() + 0.5 * r
-        if len(X) >= 2:
-            dR = np.diff(np.array(R), axis=0).T
-            dX = np.diff(np.array(X), axis=0).T
-            cf = np.linalg.lstsq(dR, r, rcond=None)[0]
-            cand = g.ravel() + r - (dX + dR) @ cf
-            if np.all(np.isfinite(cand)):
-                new = cand
-        g = new.reshape(N, N)
-    raise ConvergenceError(f"the concat block-pencil Dyson iteration did not converge (residual {res:.3g})",
-                           residuals=[res], iterations=maxiter,
-                           point={"gamma": complex(z) if np.iscomplexobj(z) else float(z)})
+        return float(np.max(np.abs(gn - g) / scale))
+
+    def newton_step(g, gn, aux):
+        r = (gn - g).ravel()
+
+        def mv(v, g=g):
+            return v - np.imag(_concat_map(m, g + 1j * eta * v.reshape(N, N), z)).ravel() / eta
+        A = LinearOperator((N * N, N * N), matvec=mv, dtype=float)
+        step, info = gmres(A, r, rtol=1e-12, atol=0.0, restart=min(N * N, 60), maxiter=20)
+        if not np.all(np.isfinite(step)):
+            return None
+        return step.reshape(N, N), gn, aux
+
+    # Anderson (depth 5) from diag(1/z, 1, …, 1); Newton–GMRES at each iterate whose residual is below
+    # ``newton_below`` (not sticky: a non-finite GMRES step falls back to the Anderson step); a residual that
+    # stops decreasing below 1e-10 (the rounding floor of the p×p traces) returns the best point
+    strategies = [Anderson(depth=5 if depth is None else depth, check_finite=True),
+                  Newton(newton_step, below=newton_below, halve="never", sticky=False)]
+    out = fixed_point(lambda g, st: (_concat_map(m, g, z), None), g, strategies, tol=tol, residual=residual,
+                      maxiter=maxiter, floor=1e-10, restart=None if restart is None else StallRestart(restart),
+                      name="the concat block-pencil Dyson iteration",
+                      point={"gamma": complex(z) if np.iscomplexobj(z) else float(z)})
+    return out.x, out.iterations, out.residual
 
 
 def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):

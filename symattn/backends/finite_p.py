@@ -44,6 +44,8 @@ from ..errors import ConvergenceError, FiniteSizeWarning, ParameterError
 from ..gauss import composite_gauss_legendre, gauss_hermite
 from ..model import STRONG_SIGNAL_T, as_geometry, dimension, kernel_constants, signal_strength
 
+from .fixedpoint import Anderson, GrowthRestart, fixed_point
+
 __all__ = [
     "CORRECTIONS",
     "LATENT_NODES",
@@ -386,7 +388,7 @@ ANDERSON_MIXING = 1.0
 
 
 def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=20000, G0=None,
-                 damping=0.5, theta=1) -> PencilSolution:
+                 damping=0.5, theta=1, depth=None, restart=None) -> PencilSolution:
     r"""Solve the latent-diagonal matrix Dyson equation of the pencil (docs/theory.md §10.3).
 
       L = [[z, √c K0ᵀ, 0], [√c K0, 0, I], [0, I, S]],  K0 = 𝔻∘S + diag(d − θ𝔻(ω, ω)) + Σ∘N/√p,
@@ -433,6 +435,12 @@ def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=
         ϑ.
     theta : real
         θ.
+    depth : int, optional
+        Anderson depth (default :data:`ANDERSON_DEPTH`).
+    restart : float, optional
+        The history is cleared when the residual exceeds this multiple of the best one (default
+        :data:`ANDERSON_RESTART`; a :class:`~symattn.backends.fixedpoint.GrowthRestart` of
+        :func:`~symattn.backends.fixedpoint.fixed_point`).
 
     Returns
     -------
@@ -535,43 +543,16 @@ def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=
             return re
         return np.concatenate([re, np.asarray(ctx.to_float(ctx.imag(v) / s), dtype=float)])
 
-    U, dRs = [], []
-    prev = None
-    best = float("inf")
-    res = float("inf")
-    for it in range(1, max_iter + 1):
-        Gn = rhs(G)
-        diff = Gn - G
-        res = size(diff, G)
-        if res <= tol:
-            G = Gn
-            break
-        g_flat, r_flat = G.reshape(-1), diff.reshape(-1)
-        s_im = max(imag_scale, ctx.max_abs(ctx.imag(g_flat)))
-        r_s = stacked(r_flat, s_im)
-        if res > ANDERSON_RESTART * best:
-            U, dRs, prev = [], [], None
-        best = min(best, res)
-        if prev is not None:
-            dr = r_flat - prev[1]
-            U.append(g_flat - prev[0] + ANDERSON_MIXING * dr)
-            dRs.append(stacked(dr, s_im))
-            if len(U) > ANDERSON_DEPTH:
-                U.pop(0)
-                dRs.pop(0)
-        prev = (g_flat, r_flat)
-        if U:
-            D = np.column_stack(dRs)
-            A = D.T @ D
-            reg = ANDERSON_RIDGE * max(float(np.max(np.diagonal(A))), 1e-300)
-            alpha = np.linalg.solve(A + reg * np.eye(len(U)), D.T @ r_s)
-            step = ANDERSON_MIXING * r_flat - np.column_stack(U) @ alpha
-        else:
-            step = damping * r_flat
-        G = (g_flat + step).reshape(G.shape)
-    else:
-        raise ConvergenceError("no convergence of the latent Dyson equation (finite-p correction)",
-                               residuals=[res], iterations=max_iter)
+    def project(v, g_flat):
+        return stacked(v, max(imag_scale, ctx.max_abs(ctx.imag(g_flat))))
+
+    strategies = [Anderson(depth=ANDERSON_DEPTH if depth is None else depth, mixing=ANDERSON_MIXING, damping=damping,
+                           solver="ridge", ridge=ANDERSON_RIDGE, project=project)]
+    out = fixed_point(lambda G, st: (rhs(G), None), G, strategies, tol=tol, residual=lambda Gn, G: size(Gn - G, G),
+                      maxiter=max_iter, inclusive=True, finite=lambda v: True,
+                      restart=GrowthRestart(ANDERSON_RESTART if restart is None else restart),
+                      name="the latent Dyson equation (finite-p correction)")
+    G, it, res = out.x, out.iterations, out.residual
     if not np.all(ctx.isfinite(ctx.real(G[:, 0, 0]))):
         raise ConvergenceError("the latent Dyson equation diverged (finite-p correction)",
                                residuals=[res], iterations=it)

@@ -79,6 +79,7 @@ from ..errors import ConvergenceError, ParameterError
 from ..gauss import gauss_hermite
 from ..model import check_mu, check_weights
 from .context import FloatContext, MPContext
+from .fixedpoint import Anderson, Newton, StallRestart, fixed_point
 
 __all__ = [
     "SIGNAL_RULES",
@@ -1074,7 +1075,8 @@ def _jacobian(m, g, z, Hop, eta=None, low: bool = False):
     return np.array(cols).T
 
 
-def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = False) -> PencilSolution:
+def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = False, depth: int | None = None,
+                 restart: int | None = None) -> PencilSolution:
     """Solve the Dyson fixed point g = Φ(g) (Φ = :func:`pencil_map`) at real z = γ > 0.
 
     An Anderson-accelerated damped iteration from the γ → ∞ start until the relative residual
@@ -1095,6 +1097,12 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
     maxiter : int
     newton : bool
         Start with Newton (for a warm start ``g0`` close to the solution).
+    depth : int, optional
+        Anderson depth (default :data:`ANDERSON_DEPTH`).
+    restart : int, optional
+        Evaluations without a new best residual before a restart (default :data:`ANDERSON_RESTART`; 0: none),
+        on :func:`~symattn.backends.fixedpoint.fixed_point` with a
+        :class:`~symattn.backends.fixedpoint.StallRestart`.
 
     Returns
     -------
@@ -1113,66 +1121,17 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
     tol = ar.tol if tol is None else tol
     floor = tol * (PENCIL_FLOOR / PENCIL_TOL)
     g = ar.convert(np.diag([1 / z, 1, 1]) if g0 is None else np.asarray(g0))
-    res_prev = np.inf
-    res = np.inf
-    g_prev = g_prev_n = Hop_prev = None  # the last Newton iterate (set before they are read)
-    X, R = [], []
-    best, best_g, stall = np.inf, None, 0   # the Anderson phase's best residual so far, its point, evaluations since
-    restarts, damped = 0, 0   # Anderson restarts so far; plain damped steps left before Anderson resumes
-    for it in range(1, maxiter + 1):
+    depth = ANDERSON_DEPTH if depth is None else depth
+    restart = ANDERSON_RESTART if restart is None else restart
+
+    def evaluate(g, state):
         # far from the fixed point (Anderson phase) the traces are evaluated in float32
-        gn, parts = pencil_map(m, g, z, single=not newton and not res < SINGLE_ABOVE)
-        Hop = parts["H"]
+        gn, parts = pencil_map(m, g, z, single=not newton and state.strategy != "newton"
+                                                and not state.residual < SINGLE_ABOVE)
+        return gn, parts["H"]
+
+    def newton_step(g, gn, Hop):
         r = (gn - g).ravel()
-        res = _residual(gn, g) if np.all(ar.isfinite(gn)) else np.inf
-        if res < tol:
-            return PencilSolution(g=gn, iterations=it, residual=res, Hop=Hop)
-        if not np.isfinite(res):
-            break
-        if not newton:
-            # Anderson-accelerated damped iteration from the γ → ∞ start: it stays on the
-            # physical branch; Newton takes over once the residual is small
-            newton = res < NEWTON_SWITCH
-            if not newton:
-                if res < best:
-                    best, best_g, stall = res, g, 0
-                else:
-                    stall += 1
-                if stall >= ANDERSON_RESTART:
-                    # no progress for ANDERSON_RESTART evaluations (the history can cycle at small γ): restart the
-                    # damped iteration from the best point with an empty history, and let the plain damped steps
-                    # run for longer after each restart (from the same point, the same history cycles again)
-                    X, R, stall, g = [], [], 0, best_g
-                    restarts += 1
-                    damped = ANDERSON_RESTART * 2 ** restarts
-                    continue
-                if damped > 0:
-                    damped -= 1
-                    g = g + r.reshape(3, 3) / 2
-                    continue
-                X.append(g.ravel().copy())
-                R.append(r)
-                if len(X) > ANDERSON_DEPTH + 1:
-                    X.pop(0)
-                    R.pop(0)
-                new = g.ravel() + r / 2
-                if len(X) >= 2:
-                    dR = np.diff(np.array(R), axis=0).T
-                    dX = np.diff(np.array(X), axis=0).T
-                    coef = ar.lstsq(dR, r)
-                    cand = g.ravel() + r - (dX + dR) @ coef
-                    if np.all(ar.isfinite(cand)):
-                        new = cand
-                g = new.reshape(3, 3)
-                continue
-        if res >= res_prev and res_prev < floor:
-            # Newton stalls at the rounding floor of the dense traces: the previous point is converged
-            return PencilSolution(g=g_prev_n, iterations=it, residual=res_prev, Hop=Hop_prev)
-        if res > res_prev and it > 1:
-            # Newton overshot: back to a damped step from the previous point
-            g = g_prev + (g - g_prev) / 2
-            res_prev = np.inf
-            continue
         J = _jacobian(m, g, z, Hop, low=True)
         try:
             step = ar.solve(np.eye(9) - J, r)
@@ -1180,10 +1139,19 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
             step = r / 2
         if not np.all(ar.isfinite(step)):
             step = r / 2
-        g_prev, res_prev, g_prev_n, Hop_prev = g, res, gn, Hop
-        g = g + step.reshape(3, 3)
-    raise ConvergenceError(f"the general-W Dyson iteration did not converge (residual {res:.3g})",
-                           residuals=[res], iterations=maxiter, point={"gamma": float(ar.real(z))})
+        return step.reshape(3, 3), gn, Hop
+
+    # Anderson-accelerated damped iteration from the γ → ∞ start: it stays on the physical branch; Newton takes
+    # over once the residual is below NEWTON_SWITCH. No progress for ANDERSON_RESTART evaluations (the history can
+    # cycle at small γ) restarts the damped iteration from the best point with an empty history, the plain damped
+    # steps running for longer after each restart (from the same point, the same history cycles again).
+    strategies = [Anderson(depth=depth, solver=ar.lstsq, check_finite=True),
+                  Newton(newton_step, below=np.inf if newton else NEWTON_SWITCH, floor=floor, halve="increase")]
+    out = fixed_point(evaluate, g, strategies, tol=tol, residual=_residual, maxiter=maxiter,
+                      restart=StallRestart(restart) if restart else None,
+                      finite=lambda v: bool(np.all(ar.isfinite(v))), name="the general-W Dyson iteration",
+                      point={"gamma": float(ar.real(z))})
+    return PencilSolution(g=out.x, iterations=out.iterations, residual=out.residual, Hop=out.aux)
 
 
 def _p_response(m, S, H, src):

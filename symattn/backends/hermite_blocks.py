@@ -60,9 +60,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import ConvergenceError, ParameterError
+from ..errors import ParameterError
 from ..model import weight_rank
 from ..gauss import gauss_hermite
+from .fixedpoint import Anderson, Newton, StallRestart, fixed_point
 from .general_w import (X_, U_, W_, _digest, _p_traces, _sigma_nn, _sigma_pp, general_w_model, physical_points,
                         resolvent_F, strong_direction_correction)
 
@@ -706,69 +707,52 @@ def _residual(new, state) -> float:
     return float(np.max(np.abs(new - state) / scale))
 
 
-def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: bool = True, state0=None):
+def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: bool = True, state0=None,
+           depth=None, restart=None):
     """The fixed point state = Φ(state) at real z = γ from the γ → ∞ start (or from ``state0``, a warm start
     of the γ-continuation): an Anderson-accelerated damped
     iteration (it stays on the physical branch), then, below the relative residual :data:`NEWTON_SWITCH`,
     Newton's method with the Jacobian of :func:`_jacobians` (a step that raises the residual is halved).
     Returns (state, p-trace operator at the state, evaluations, (∂Φ/∂state, ∂Φ/∂z) at the last iterate
-    when Newton computed them there, else None)."""
+    when Newton computed them there, else None). Runs on :func:`~symattn.backends.fixedpoint.fixed_point`:
+    ``depth`` the Anderson depth (default 5), ``restart`` the evaluations without a new best residual before a
+    :class:`~symattn.backends.fixedpoint.StallRestart` (default None: no restarts)."""
     nb = len(blocks)
     state = np.concatenate([np.diag([1.0 / z, 1.0, 1.0]).ravel(), np.tile([1.0 / z, 1.0], nb)])
     if state0 is not None:
         state = np.array(state0, dtype=float)
     ns = state.size
-    X, R = [], []
-    res = np.inf
-    prev = None   # the last Newton point: (state, residual, Φ(state), operator)
-    halvings = 0
-    J = Jz = None
-    for it in range(1, maxiter + 1):
-        if prev is not None and halvings == 0:
+
+    def evaluate(state, st):
+        # at a fresh Newton point the Jacobians come with the map (the next Newton step uses them)
+        if st.action == "newton":
             new, J, Jz, Hop = _jacobians(m, state, z, blocks, nodes, traces)
-        else:
-            new, Hop = _dyson_map(m, state, z, blocks, nodes, traces)
-            J = None
-        res = _residual(new, state) if np.all(np.isfinite(new)) else np.inf
-        if res < tol:
-            return new, Hop, it, (None if J is None else (J, Jz))
-        if prev is not None and not res < prev[1]:
-            if prev[1] < 100 * tol:      # Newton stalls at the rounding floor: the last point is converged
-                return prev[2], prev[3], it, None
-            halvings += 1
-            if halvings > 30:
-                break
-            state = prev[0] + (state - prev[0]) / 2
-            continue
-        if not np.isfinite(res):
-            break
+            return new, (Hop, J, Jz)
+        new, Hop = _dyson_map(m, state, z, blocks, nodes, traces)
+        return new, (Hop, None, None)
+
+    def newton_step(state, new, aux):
+        Hop, J, Jz = aux
         r = new - state
-        if newton and res < NEWTON_SWITCH:
-            if J is None:
-                new, J, Jz, Hop = _jacobians(m, state, z, blocks, nodes, Hop)
-            try:
-                step = np.linalg.solve(np.eye(ns) - J, r)
-            except np.linalg.LinAlgError:
-                step = r / 2
-            prev, halvings = (state, res, new, Hop), 0
-            state = state + step
-            continue
-        X.append(state.copy())
-        R.append(r)
-        if len(X) > 6:
-            X.pop(0)
-            R.pop(0)
-        cand = state + 0.5 * r
-        if len(X) >= 2:
-            dR = np.diff(np.array(R), axis=0).T
-            dX = np.diff(np.array(X), axis=0).T
-            coef = np.linalg.lstsq(dR, r, rcond=None)[0]
-            c2 = state + r - (dX + dR) @ coef
-            if np.all(np.isfinite(c2)):
-                cand = c2
-        state = cand
-    raise ConvergenceError(f"the cubic-block Dyson iteration did not converge (residual {res:.3g})",
-                           residuals=[res], iterations=maxiter, point={"gamma": float(z)})
+        if J is None:
+            new, J, Jz, Hop = _jacobians(m, state, z, blocks, nodes, Hop)
+        try:
+            step = np.linalg.solve(np.eye(ns) - J, r)
+        except np.linalg.LinAlgError:
+            step = r / 2
+        return step, new, (Hop, J, Jz)
+
+    strategies = [Anderson(depth=5 if depth is None else depth, check_finite=True)]
+    if newton:
+        strategies.append(Newton(newton_step, below=NEWTON_SWITCH, floor=100 * tol, halve="no-decrease",
+                                 rearm=False, max_halvings=30, halve_nonfinite=True))
+    out = fixed_point(evaluate, state, strategies, tol=tol, residual=_residual, maxiter=maxiter,
+                      restart=None if restart is None else StallRestart(restart),
+                      name="the cubic-block Dyson iteration", point={"gamma": float(z)})
+    Hop, J, Jz = out.aux
+    if out.residual >= tol:
+        return out.x, Hop, out.iterations, None      # Newton stalled at the rounding floor: the last point
+    return out.x, Hop, out.iterations, (None if J is None else (J, Jz))
 
 
 def _point_implicit(m, z, blocks, nodes, traces, solved=None):

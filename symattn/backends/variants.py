@@ -104,7 +104,7 @@ def polynomial_error(ctx, c, gamma, alpha, beta, m: int = 2000):
     >>> bool(abs(polynomial_error(ctx, 0.5, 0.3, 1.0, 0.0)[0] - linear_error(ctx, 0.5, 0.3, 0.0)) < 1e-9)
     True
     """
-    c = np.atleast_1d(np.asarray(c, dtype=object if ctx.name == "mpmath" else float))
+    c = np.atleast_1d(np.asarray(c, dtype=ctx.dtype))
     gamma = np.atleast_1d(np.asarray(gamma, dtype=c.dtype))
     c, gamma = np.broadcast_arrays(c, gamma)
     lam, w = mp_nodes(ctx, c.reshape(-1), m)
@@ -198,7 +198,7 @@ def sum_heads_error(ctx, c, gamma, a1, s2, d, heads, mu=None, point_info=None):
     """
     gram, rank = head_geometry(heads, mu)
     H = len(heads)
-    g = np.asarray(gamma, dtype=object if ctx.name == "mpmath" else float) / (H * H)
+    g = np.asarray(gamma, dtype=ctx.dtype) / (H * H)
     E, F, sol = solver.attention_error(ctx, c, g, a1, s2, d, ctx.convert(gram), rank, point_info=point_info)
     return E, F / (H * H), sol
 
@@ -305,13 +305,13 @@ def softmax_error(ctx, c, gamma, n: int, tau, gram, rank: int, point_info=None):
     True
     """
     c = np.atleast_1d(np.asarray(c, dtype=float))
-    gamma = np.atleast_1d(np.asarray(gamma, dtype=object if ctx.name == "mpmath" else float))
+    gamma = np.atleast_1d(np.asarray(gamma, dtype=ctx.dtype))
     c, gamma = np.broadcast_arrays(c, gamma)
     ps = [int(round(ci * n)) for ci in c.reshape(-1)]
     scale = np.array([softmax_scale(n, p) for p in ps])
     a1, s2, _ = softmax_constants(ctx, tau)
-    d_n = np.array([-1 / ctx.sqrt(ctx.convert(p)) for p in ps], dtype=object if ctx.name == "mpmath" else float)
-    g = gamma.reshape(-1) / (scale if ctx.name == "numpy" else np.array([ctx.convert(v) for v in scale], dtype=object))
+    d_n = np.array([-1 / ctx.sqrt(ctx.convert(p)) for p in ps], dtype=ctx.dtype)
+    g = gamma.reshape(-1) / (scale if ctx.dps is None else np.array([ctx.convert(v) for v in scale], dtype=object))
     E, _, _ = solver.attention_error(ctx, ctx.convert(c.reshape(-1)), g, a1, s2, d_n, gram, rank,
                                      point_info=point_info)
     return E
