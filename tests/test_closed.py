@@ -13,7 +13,7 @@ import pytest
 import sympy as sp
 
 import symattn as sa
-from symattn.backends import closed
+from symattn.backends import closed_runtime as closed
 from symattn.backends.context import FloatContext
 from symattn.backends.quadrature import integrate_many, mp_nodes
 from symattn.systems.closed import DELTA_POLY, D0, D1, b0, b1, reduce_integrand, stieltjes_mp
