@@ -1,6 +1,6 @@
 """Tests of ``symattn codegen``: generated standalone solvers in closed form (issue 5, 11, 15 item 4).
 
-A generated module carries the closed-form runtime (:mod:`symattn.codegen.closed_runtime`,
+A generated module carries the closed-form runtime (:mod:`symattn.backends.closed_runtime`,
 docs/theory.md §5.8) and the closed kernels printed for one activation. It is compared with
 ``symattn.solve`` (relative 1e-12 in float64, 1e-25 for the mpmath variant at 40 digits) on a grid
 with c < 1, c = 1 and c > 1, ranks 1 and 2, the finite-p diagonal d_n, and he3 with its diagonal
@@ -260,14 +260,15 @@ def test_convergence_error_and_unit_guard(tanh_solver, monkeypatch):
     """No convergence raises ConvergenceError (exit code 3); an E outside [0, 1] is never returned."""
     path, _ = tanh_solver
     m = _load(path, "_codegen_test_noconv")
-    m.CLOSED_NEWTON_MAX_ITER, m.CLOSED_CONTINUATION_STEPS = 0, 0
+    m.NEWTON_MAX_ITER = 0   # the carried runtime's (symattn.backends.closed_runtime) Newton iterations
     with pytest.raises(m.ConvergenceError, match="closed form") as info:
         m.attention_error(0.5, 0.1)
     assert info.value.point["gamma"] == 0.1
     assert m.main(["--c", "0.5", "--gamma", "0.1"]) == 3
     g = _load(path, "_codegen_test_guard")
-    real = g.woodbury
-    monkeypatch.setattr(g, "woodbury", lambda *a, **k: (real(*a, **k)[0], -2 * np.ones(len(a[1]))))  # E = 2 gamma^2
+    real = g.woodbury_scaled
+    monkeypatch.setattr(g, "woodbury_scaled", lambda *a, **k: (real(*a, **k)[0], -2 * np.ones(len(a[1])),
+                                                               real(*a, **k)[2]))  # E = 2 gamma^2
     with pytest.raises(g.ConvergenceError, match=r"not in \[0, 1\]"):
         g.attention_error(0.5, 1.0)
 

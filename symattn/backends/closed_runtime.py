@@ -736,12 +736,14 @@ def _amp(ctx, vals, mags):
     return np.max(r, axis=1) if r.ndim == 2 else r
 
 
-def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=None):
+def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=None, accept=None):
     r"""E_A = −γ² F'(γ) and F at P points in closed form (docs/theory.md §5.8, §6).
 
     Returns a dict of (P,) arrays: ``E``, ``F``, ``e`` (P, 3), ``residual``, ``precision`` (the
     estimated relative error of E_A) and ``ok`` (solved here; the other points are NaN and are for
-    the quadrature solver).
+    the quadrature solver). ``accept``, optional: the largest estimated relative error accepted in the
+    last pass, in place of :data:`CLOSED_ACCEPT` (float64) or 10^{6−dps} (mpmath) -- for a caller with
+    no quadrature to fall back on (a generated standalone solver).
 
     Examples
     --------
@@ -830,6 +832,8 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
                 good = okb & np.isfinite(est)
                 limit = 10.0 ** (6 - ctx.dps) if ctx.dps is not None else CLOSED_ACCEPT if extended else FAST_ACCEPT
+                if accept is not None and extended:
+                    limit = accept
                 good &= est <= limit
                 sel = idx[good]
                 E[sel], F[sel], e_all[sel] = Ev[good], Fv[good], e[good]

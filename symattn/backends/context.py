@@ -126,7 +126,8 @@ class FloatContext:
     # -- complex arithmetic (the closed form)
     def to_complex(self, x, extended: bool = True):
         """x as complex numbers of this arithmetic: numpy's clongdouble (``extended``) or complex128
-        (mpmath: mpc, whatever ``extended``); ``sqrt``, ``real`` and ``imag`` take them."""
+        (the arbitrary-precision context: its complex numbers, whatever ``extended``); ``sqrt``, ``real``
+        and ``imag`` take them."""
         return np.asarray(x, dtype=np.clongdouble if extended else np.complex128)
 
     def abs_float(self, x):

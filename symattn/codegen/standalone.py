@@ -39,6 +39,9 @@ SYMATTN_VERSION = GENERATED = ""
 N_MAX = 10**9
 #: E values this far outside [0, 1] are rounding (clipped); further out the point fails
 UNIT_SLACK = 1e-12
+#: the largest estimated relative error of E accepted in float64 (the mpmath variant: 10^(9 - dps)), a thousand
+#: times symattn.solve's (1e-11; 10^(6 - dps)), where it takes quadrature: a standalone solver has none to fall back on
+ACCEPT = 1e-8
 
 
 def _f_raw(t):
@@ -259,7 +262,8 @@ def _closed(ctx, c, gamma, a1, s2, d, grams, points, info):
     UNIT_SLACK (values within it are clipped)."""
     work = ctx if ARITHMETIC == "float64" else CONTEXT(ctx.dps - GUARD_DIGITS)
     with work:
-        out = attention_closed(work, c[points], gamma[points], a1, s2, d[points] if np.ndim(d) else d, grams, RANK)
+        out = attention_closed(work, c[points], gamma[points], a1, s2, d[points] if np.ndim(d) else d, grams, RANK,
+                               accept=ACCEPT if ARITHMETIC == "float64" else 10.0 ** (9 - work.dps))
     E = out["E"]
     failed = np.nonzero(~out["ok"])[0]
     if failed.size:
