@@ -210,7 +210,7 @@ def test_generated_from_the_closed_form(tanh_solver):
     src = path.read_text()
     assert "CLOSED = {" in src and "def _divided_basis(" in src and "def attention_closed(" in src
     assert "mp_nodes" not in src and "integrate_many" not in src
-    assert src.count("\n") < 3000
+    assert src.count("\n") < 4000   # the library's closed form, with its error estimate (3.4k lines for tanh)
 
 
 def test_generated_file_passes_pyflakes(tanh_solver, he3_zero):
