@@ -365,6 +365,13 @@ def _generate(act, dps, diagonal, rank, version, generated, command, module="sol
     parts.append(_section("copied verbatim from symattn: what the runtime imports") + objects)
     linear = spec.a1 == 0
     body = (MP_HELPERS + "\n\n" if mp else "") + _kernels_source(rank, mp) + "\n\n" + _closed_source(linear, mp)
+    if mp:   # the mpmath closed form starts from the float64 one and estimates its error in float64: both tables
+        import re
+
+        f64 = re.sub(r"\b_(closed|kernel)_", r"_f64_\1_", _kernels_source(rank, False) + "\n\n" + _closed_source(linear, False))
+        f64 = f64.replace("KERNELS = {", "_KERNELS_F64 = {").replace("CLOSED = {", "_CLOSED_F64 = {")
+        body = (f64 + "\n\n" + body + "\n\n# the float64 kernels too (the start and the error estimate of the mpmath closed form)\n"
+                "KERNELS.update(_KERNELS_F64)\nCLOSED.update(_CLOSED_F64)\n")
     kernels = "# ---- generated: kernels ----\n" + body + "# ---- end of kernels ----\n"
     for i, (name, text) in enumerate(carried.bodies):
         parts.append(_section(f"copied verbatim from {name}") + text)
