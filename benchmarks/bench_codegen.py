@@ -9,7 +9,7 @@ same run, interleaved, best of ``--repeat``:
 - the library: ``symattn.solve(f, c, gamma, geometry, model='attention')`` (closed form where it
   applies, quadrature elsewhere, precision estimate and escalation);
 - the generated module's ``attention_error`` (written to a temporary directory and imported):
-  the closed-form runtime of symattn.codegen.closed_runtime with the kernels printed for f
+  the closed-form runtime of symattn.backends.closed_runtime with the kernels printed for f
   (docs/theory.md §5.8).
 
 It prints both throughputs in points per second (wall clock, and CPU time of this process,

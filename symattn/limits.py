@@ -854,7 +854,7 @@ def _large_c(add, vals, ctx, kc, c, gamma):
 
 def _attention_at(ctx, a1v, s2v, dv, cv, gv, geom):
     """E_A of the asymptotic theory at given kernel constants (a1, s², d), one point (c, γ)."""
-    from .backends import closed as closed_form
+    from .backends import closed_runtime as closed_form
 
     got = closed_form.attention_points(ctx, ctx.convert(np.array([cv])), ctx.convert(np.array([gv])), a1v, s2v, dv,
                                        ctx.convert(geom.gram), geom.rank, point_info={"limit": "a1->0"})

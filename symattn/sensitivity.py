@@ -152,7 +152,7 @@ def _gamma_derivative(ctx, sol, T, T_dot, geom_args, rank, a1v, cv, gv):
 def _error_at(ctx, f, cv, gv, geom, diagonal):
     """E_A at the points (cv, gv) (numbers of ``ctx``, not rounded to float64): the closed-form solution of
     docs/theory.md §5.8, with the quadrature solver where the closed form does not apply."""
-    from .backends import closed
+    from .backends import closed_runtime as closed
 
     k = kernel_constants(_activation(f), diagonal=diagonal, dps=ctx.dps)
     return closed.attention_points(ctx, cv, gv, k.a1, k.s2, k.d, ctx.convert(geom.gram), geom.rank)["E"]

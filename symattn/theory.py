@@ -22,7 +22,7 @@ import numpy as np
 
 from .activations.activation import activation as _activation
 from .backends.context import FloatContext, context
-from .backends import closed as closed_form, solver
+from .backends import closed_runtime as closed_form, solver
 from .errors import ConvergenceError, FailedPointsWarning, ParameterError, PrecisionWarning
 from .model import MODELS, as_geometry, check_c, check_gamma, kernel_constants
 

@@ -13,7 +13,7 @@ import pytest
 import sympy as sp
 
 import symattn as sa
-from symattn.backends import closed
+from symattn.backends import closed_runtime as closed
 from symattn.backends.context import FloatContext
 from symattn.backends.quadrature import integrate_many, mp_nodes
 from symattn.systems.closed import DELTA_POLY, D0, D1, b0, b1, reduce_integrand, stieltjes_mp
@@ -423,3 +423,31 @@ def test_mpmath_precision_estimate_covers_the_woodbury_rounding(monkeypatch):
     with mpmath.workdps(100):
         err = np.array([float(abs(x / y - 1)) for x, y in zip(out["E"], ref["E"])])
     assert np.all(err <= out["precision"]), (err, out["precision"])
+
+
+def test_runtime_is_numpy_only_and_names_no_arithmetic():
+    """The closed form's numerics (closed_runtime, closed_reduced) import neither SymPy nor mpmath (the
+    SymPy side is closed_table; mpmath comes through the context), and no closed-form module tests the
+    context's name; the Narayana moments of the runtime are those of the SymPy law."""
+    import ast
+    import inspect
+    import re
+
+    import sympy as sp
+
+    from symattn.backends import closed_reduced, closed_table
+    from symattn.codegen import closed_kernels
+    from symattn.systems.closed import mp_moment
+    from symattn.systems.symbols import c as c_sym
+
+    for mod in (closed, closed_reduced):
+        tree = ast.parse(inspect.getsource(mod))
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+        assert not imported & {"sympy", "mpmath"}, mod.__name__
+    for mod in (closed, closed_reduced, closed_table, closed_kernels):
+        assert not re.search(r"\b(ctx|ops|work|cx)\.name\b|\.name == \"mpmath\"", inspect.getsource(mod)), mod.__name__
+    ci = sp.Symbol("ci")
+    for k in range(12):
+        exact = sp.Poly(sp.expand(mp_moment(k).subs(c_sym, 1 / ci)), ci).all_coeffs()
+        assert closed._moment_coefficients(k) == tuple(int(x) for x in exact), k

@@ -185,7 +185,7 @@ def test_a1_zero(f, q):
     """a1 → 0 at fixed s², d, 𝔊 (c = 0.5, γ = 1, aligned): E_A(a1) − E_A(0) = O(a1²) for d = 0, O(a1) for d ≠ 0.
 
     With a signal the next term sets in late (at a1 = 0.04/0.02 the ReLU rate is still 0.76), hence a1 = 2e-3, 1e-3."""
-    from symattn.backends import closed as closed_form
+    from symattn.backends import closed_runtime as closed_form
     from symattn.backends.context import FloatContext
 
     term = sa.limits(f, c=0.5, gamma=1.0, geometry=ALIGNED, which="a1->0").attention["a1->0"]

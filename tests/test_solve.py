@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import symattn as sa
-from symattn.backends import closed, solver
+from symattn.backends import closed_runtime as closed, solver
 from symattn.backends.context import FloatContext, MPContext, context
 from symattn.errors import ConvergenceError, ParameterError
 

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import symattn as sa
 from symattn import theory
-from symattn.backends import closed, solver
+from symattn.backends import closed_runtime as closed, solver
 from symattn.backends.context import FloatContext, MPContext
 from symattn.backends.kernels import KERNELS
 from symattn.errors import ConvergenceError, FailedPointsWarning, PrecisionWarning

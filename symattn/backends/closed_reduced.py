@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .solver import _relative_residual
+
 #: bisection in log u until the bracket's relative width is below this; Newton from there
 BISECT_WIDTH = 1e-4
 NEWTON_STEPS = 60
@@ -105,7 +107,7 @@ def reduced_bulk(ctx, c, gamma, s2, rel=None, bound=False):
 
     def unknowns(u):
         m, _ = stieltjes_negative(ctx, c, -1 / u)
-        e = np.empty((u.shape[0], 3), dtype=object if ctx.name == "mpmath" else float)
+        e = np.empty((u.shape[0], 3), dtype=ctx.dtype)
         e[:, 0], e[:, 1], e[:, 2] = u / s2, K * m / (m + c) / u, 0 * u
         return e
 
@@ -113,7 +115,7 @@ def reduced_bulk(ctx, c, gamma, s2, rel=None, bound=False):
     if not bound:
         return e, res
     # the error of e: h is known to u·(its positive terms) (or its residual), so u to that over |h'(u)|
-    unit = np.finfo(float).eps / 2 if ctx.name == "numpy" else 10.0 ** -ctx.dps
+    unit = ctx.eps / 2 if ctx.dps is None else ctx.eps   # the unit roundoff
     du = np.maximum(unit, res) * np.asarray(ctx.to_float(scale / dh), dtype=float)
     du = np.where(np.isfinite(du), np.abs(du), np.inf)
     ef = np.asarray(ctx.to_float(e), dtype=float)
@@ -128,29 +130,27 @@ def rescue_a1_d_zero(ctx, p, idx, e, res, conv, de, full_map):
     form (:func:`reduced_bulk`). Returns (e, res, conv, de) with those points replaced where the full
     system's relative residual at the reduced solution is within ``ctx.tol``; ``de`` is the error bound
     of the reduced equation (:func:`reduced_bulk` with ``bound``). The bound of
-    :func:`symattn.backends.closed.solve_bulk_closed`, |(I − ∫∂g/∂e)^{-1}|·u·max(|e|, ∫|g|), is not used:
+    :func:`symattn.backends.closed_runtime.solve_bulk_closed`, |(I − ∫∂g/∂e)^{-1}|·u·max(|e|, ∫|g|), is not used:
     at small γ the full Jacobian is nearly singular (c = 20, γ = 1e-6: a bound of 3e-12 relative on e1
     where e1 is right to 1e-16 against 40 digits), and that would send the point back to quadrature.
-    ``p``: the :class:`symattn.backends.closed._Points` of the call; ``full_map(e, points)``: the closed
+    ``p``: the :class:`symattn.backends.closed_runtime._Points` of the call; ``full_map(e, points)``: the closed
     form's map of the full system at those points, (I(e), ∫|g|, ∫∂g/∂e, admissible)
-    (:func:`symattn.backends.closed._newton_map`, passed in: this module does not import closed.py).
+    (:func:`symattn.backends.closed_runtime._newton_map`, passed in: this module does not import the runtime).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from symattn.backends import closed
+    >>> from symattn.backends import closed_runtime as closed
     >>> from symattn.backends.context import FloatContext
     >>> ctx = FloatContext()
     >>> p = closed._Points(ctx, 2.0, [1e-8], 0.0, 6.0, 0.0)        # he3 (zero diagonal) at γ = 1e-8
-    >>> kern = closed.closed_kernel("newton", True, "numpy")
+    >>> kern = closed.CLOSED["numpy"][("newton", True)]
     >>> full = lambda e, at: closed._newton_map(ctx, p, e, at, kern)
     >>> e, res, conv, de = rescue_a1_d_zero(ctx, p, np.arange(1), np.zeros((1, 3)), np.full(1, np.inf),
     ...                                     np.zeros(1, dtype=bool), np.zeros((1, 3)), full)
     >>> bool(conv[0]), bool(res[0] < 1e-14)
     (True, True)
     """
-    from .solver import _relative_residual
-
     a1f, s2f, df = (np.abs(np.asarray(ctx.to_float(v[idx]), dtype=float)) for v in (p.a1, p.s2, p.d))
     tiny = float(ctx.tol) * 1e-3 * np.sqrt(a1f**2 + s2f + df**2)
     todo = np.nonzero(~conv & (a1f == 0) & (df <= tiny) & (s2f > 0))[0]
@@ -171,7 +171,7 @@ def rescue_a1_d_zero(ctx, p, idx, e, res, conv, de, full_map):
 
 
 def snap_a1(ctx, p, a1f, tol=None):
-    r"""Set a1 to 0 in ``p`` (a :class:`symattn.backends.closed._Points`) where it is zero to the
+    r"""Set a1 to 0 in ``p`` (a :class:`symattn.backends.closed_runtime._Points`) where it is zero to the
     quadrature solver's rule, |a1| <= 1e-3·tol·√(a1² + s² + d²) (``tol``: the caller's tolerance, default
     ``ctx.tol``; he3 with the diagonal zeroed has a1 ~ 1e-32 in float64, ~1e-51 at 40 digits, from its
     Hermite integral): those points take the a1 = 0 form (Δ linear in λ) and, where d = 0 too,

@@ -139,6 +139,17 @@ class FloatContext:
     def isfinite(self, x):
         return np.isfinite(np.asarray(x, dtype=float))
 
+    # -- complex arithmetic (the closed form)
+    def to_complex(self, x, extended: bool = True):
+        """x as complex numbers of this arithmetic: numpy's clongdouble (``extended``) or complex128
+        (the arbitrary-precision context: its complex numbers, whatever ``extended``); ``sqrt``, ``real``
+        and ``imag`` take them."""
+        return np.asarray(x, dtype=np.clongdouble if extended else np.complex128)
+
+    def abs_float(self, x):
+        """|x| of real or complex numbers as a numpy float array (float64: in x's own precision)."""
+        return np.abs(x)
+
 
 class MPContext(FloatContext):
     """mpmath arithmetic at ``dps`` digits in numpy object arrays (no vectorisation speed-up)."""
@@ -267,6 +278,15 @@ class MPContext(FloatContext):
     def max_abs(self, x) -> float:
         x = np.asarray(x, dtype=object)
         return float(np.max(np.abs(x).astype(float))) if x.size else 0.0
+
+    # -- complex arithmetic (the closed form)
+    _mpc = staticmethod(np.frompyfunc(lambda x: mpmath.mpc(x), 1, 1))
+
+    def to_complex(self, x, extended: bool = True):
+        return self._mpc(x)
+
+    def abs_float(self, x):
+        return np.abs(x).astype(float)
 
 
 def context(backend: str = "numpy", dps: int | None = None):

@@ -4,7 +4,7 @@ r"""Generated standalone solvers: one small module per activation (``symattn cod
 numpy and scipy only (the mpmath variant, ``backend='mpmath'``, also mpmath) and computes what
 :func:`symattn.solve` computes, with no quadrature (docs/theory.md §5.8). It is assembled from
 
-- the closed-form runtime :mod:`.closed_runtime` and the public functions and command line of
+- the closed-form runtime :mod:`symattn.backends.closed_runtime` and the public functions and command line of
   :mod:`.standalone`, copied verbatim at the level of the AST (:mod:`.carry`), with copies of
   what they import: the arithmetic context (:class:`~symattn.backends.context.FloatContext`, or
   ``MPContext``), the Woodbury step and the coefficients 𝒜 = a1 Λ of :mod:`symattn.backends.solver`,
@@ -218,19 +218,18 @@ def _runtime(arithmetic: str):
     """The carried library source (the same for every activation and rank)."""
     from ..backends import compile as compile_
     from ..backends.context import MPContext
-    from . import closed_runtime, standalone
+    from ..backends import closed_runtime
+    from . import standalone
     from .carry import carry
 
-    from .closed_kernels import ClosedTerms
-
-    objects = [("ArrayFunction", compile_.ArrayFunction), ("MatrixFunction", compile_.MatrixFunction),
-               ("ClosedTerms", ClosedTerms)]
+    objects = [("ArrayFunction", compile_.ArrayFunction), ("MatrixFunction", compile_.MatrixFunction)]
     if arithmetic == "mpmath":
         objects.append(("MPContext", MPContext))
     from .carry import ALLOWED_IMPORTS
 
     allowed = ALLOWED_IMPORTS | ({"mpmath"} if arithmetic == "mpmath" else set())
-    return carry([(closed_runtime, ()), (standalone, ())], objects=objects,
+    # the runtime without its quadrature fallback (the entry points of the library's solve)
+    return carry([(closed_runtime, ("attention_points", "solution_quantities")), (standalone, ())], objects=objects,
                  defined=MODULE_CONSTANTS + ("KERNELS", "CLOSED"), allowed=allowed)
 
 
@@ -252,7 +251,7 @@ def _closed_source(linear: bool, mp: bool) -> str:
             sources.append(print_definition(name + "_atom", k.args, k.intermediates, k.atom, {},
                                             f"closed kernel {key}: the integrands at lam = 0 (the atom)", mp))
             atom = name + "_atom"
-        table.append(f'    ({key!r}, {linear}): ClosedTerms({name}, {k.layout!r}, {k.items}, {k.moments}, {k.n}, '
+        table.append(f'    ({key!r}, {linear}): ClosedKernel({name}, {list(k.layout)!r}, {k.items}, {k.moments}, {k.n}, '
                      f'{atom}, {k.atom_items!r}),')
     modules = "mpmath" if mp else "numpy"
     return ("\n\n".join(s.rstrip() + "\n" for s in sources)
@@ -366,10 +365,17 @@ def _generate(act, dps, diagonal, rank, version, generated, command, module="sol
     parts.append(_section("copied verbatim from symattn: what the runtime imports") + objects)
     linear = spec.a1 == 0
     body = (MP_HELPERS + "\n\n" if mp else "") + _kernels_source(rank, mp) + "\n\n" + _closed_source(linear, mp)
+    if mp:   # the mpmath closed form starts from the float64 one and estimates its error in float64: both tables
+        import re
+
+        f64 = re.sub(r"\b_(closed|kernel)_", r"_f64_\1_", _kernels_source(rank, False) + "\n\n" + _closed_source(linear, False))
+        f64 = f64.replace("KERNELS = {", "_KERNELS_F64 = {").replace("CLOSED = {", "_CLOSED_F64 = {")
+        body = (f64 + "\n\n" + body + "\n\n# the float64 kernels too (the start and the error estimate of the mpmath closed form)\n"
+                "KERNELS.update(_KERNELS_F64)\nCLOSED.update(_CLOSED_F64)\n")
     kernels = "# ---- generated: kernels ----\n" + body + "# ---- end of kernels ----\n"
     for i, (name, text) in enumerate(carried.bodies):
         parts.append(_section(f"copied verbatim from {name}") + text)
-        if i == 0:   # after the runtime (the tables hold its ClosedTerms), before the command line
+        if i == 0:   # after the runtime (the tables hold its ClosedKernel), before the command line
             parts.append(kernels)
     text = "\n\n\n".join(p.strip("\n") for p in parts) + "\n"
     _check_module(text)

@@ -76,6 +76,15 @@ def _is_literal(obj) -> bool:
     return isinstance(obj, tuple) and all(_is_literal(x) for x in obj)
 
 
+def _origin(obj, fallback: str) -> str:
+    """Where ``obj`` is defined: "module.qualname" of a function or class (one object imported through two
+    modules is one origin), else ``fallback`` ("module.name" of the module that binds it)."""
+    if _is_function(obj) or inspect.isclass(obj):
+        obj = obj if inspect.isclass(obj) else inspect.unwrap(obj)
+        return f"{obj.__module__}.{obj.__qualname__}"
+    return fallback
+
+
 def _bound_names(nodes) -> set:
     return set().union(*(_defined_names(n) for n in nodes)) if nodes else set()
 
@@ -174,7 +183,7 @@ class _Carrier:
             elif hasattr(home, name) and not inspect.ismodule(getattr(home, name)):
                 obj = getattr(home, name)
                 if _is_function(obj) or inspect.isclass(obj) or _is_literal(obj):
-                    self.bind(name, obj, f"{home.__name__}.{name}")
+                    self.bind(name, obj, _origin(obj, f"{home.__name__}.{name}"))
                 elif name in vars(home) and not name.startswith("__"):
                     self.bind_assignment(name, home)
 
@@ -192,7 +201,8 @@ class _Carrier:
                 base = importlib.util.resolve_name("." * node.level + (node.module or ""), module.__package__)
                 home = importlib.import_module(base)
                 for alias in node.names:
-                    self.bind(alias.asname or alias.name, getattr(home, alias.name), f"{base}.{alias.name}")
+                    obj = getattr(home, alias.name)
+                    self.bind(alias.asname or alias.name, obj, _origin(obj, f"{base}.{alias.name}"))
                 cut.append(_span(node))
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.add_import(node, module.__name__)

@@ -1,7 +1,8 @@
 r"""The public functions and the command line of a generated standalone solver.
 
 :func:`symattn.codegen.generate_solver` writes a module that carries, verbatim, the closed-form
-runtime :mod:`symattn.codegen.closed_runtime` (docs/theory.md §5.8: no quadrature), with copies
+runtime :mod:`symattn.backends.closed_runtime` (docs/theory.md §5.8: the closed form of
+:func:`symattn.solve`, without its quadrature fallback), with copies
 of what it imports (the arithmetic context, the Woodbury step of :mod:`symattn.backends.solver`,
 the finite-p diagonal d_n of :mod:`symattn.activations.diagonal`, ConvergenceError), the closed
 kernels printed for one activation, and then this module's source: the functions below, written
@@ -27,7 +28,7 @@ from ..activations.diagonal import finite_p_diagonal
 from ..backends.context import FloatContext
 from ..backends.kernels import KERNELS
 from ..errors import ConvergenceError
-from .closed_runtime import attention_closed
+from ..backends.closed_runtime import GUARD_DIGITS, attention_closed   # GUARD_DIGITS: the runtime's own
 
 ACTIVATION, EXPRESSION = "linear", "x"  # f(t) = t here; a generated module defines its own constants
 A0, A1, NU, S2, D = 0.0, 1.0, 1.0, 0.0, 0.0
@@ -35,8 +36,12 @@ KINKS, SUPERLINEAR = (), False
 DIAGONAL, RANK, DPS, ARITHMETIC = "f", 1, 30, "float64"
 CONTEXT = FloatContext
 SYMATTN_VERSION = GENERATED = ""
-GUARD_DIGITS = 12    # the mpmath variant works with this many more digits than asked for
 N_MAX = 10**9
+#: E values this far outside [0, 1] are rounding (clipped); further out the point fails
+UNIT_SLACK = 1e-12
+#: the largest estimated relative error of E accepted in float64 (the mpmath variant: 10^(9 - dps)), a thousand
+#: times symattn.solve's (1e-11; 10^(6 - dps)), where it takes quadrature: a standalone solver has none to fall back on
+ACCEPT = 1e-8
 
 
 def _f_raw(t):
@@ -243,11 +248,38 @@ def attention_error(c, gamma, gram=None, n=None, dps=None, **geometry):
             d = ctx.convert(diagonal_constant(cb, n, float(G[0, 0])))
         else:
             d = _number(ctx, D)
-        E, _ = attention_closed(ctx, cb, gb, _number(ctx, A1), _number(ctx, S2), d, grams, RANK, points=points,
-                                info=info)
+        E = _closed(ctx, cb, gb, _number(ctx, A1), _number(ctx, S2), d, grams, points, info)
         if ARITHMETIC == "mpmath":
             E = np.array([+v for v in E], dtype=object)
     return E.reshape(shape)
+
+
+def _closed(ctx, c, gamma, a1, s2, d, grams, points, info):
+    r"""E_A at the points ``points`` (Q,) of the grid (c, gamma) (P,) for the Gram matrices ``grams`` (Q, k, k), by
+    the closed form of symattn.solve (``attention_closed``, docs/theory.md §5.8; the mpmath variant at the
+    digits asked for: the runtime adds its own guard digits). ConvergenceError where the closed form does not
+    solve a point (symattn.solve falls back to quadrature there), or where E leaves [0, 1] by more than
+    UNIT_SLACK (values within it are clipped)."""
+    work = ctx if ARITHMETIC == "float64" else CONTEXT(ctx.dps - GUARD_DIGITS)
+    with work:
+        out = attention_closed(work, c[points], gamma[points], a1, s2, d[points] if np.ndim(d) else d, grams, RANK,
+                               accept=ACCEPT if ARITHMETIC == "float64" else 10.0 ** (9 - work.dps))
+    E = out["E"]
+    failed = np.nonzero(~out["ok"])[0]
+    if failed.size:
+        i = int(failed[0])
+        point = {"c": float(c[points[i]]), "gamma": float(gamma[points[i]]), **info}
+        raise ConvergenceError("the closed form does not apply here (no convergence on the branch, a root of Delta "
+                               "on the support of the Marchenko-Pastur law, or an estimated error above its "
+                               "tolerance); symattn solve falls back to quadrature",
+                               residuals=[float(out["residual"][i])], point=point)
+    Ef = np.asarray(ctx.to_float(E), dtype=float)
+    bad = ~(np.isfinite(Ef) & (Ef >= -UNIT_SLACK) & (Ef <= 1 + UNIT_SLACK))
+    if bad.any():
+        i = int(np.nonzero(bad)[0][0])
+        raise ConvergenceError(f"impossible value E={Ef[i]!r} (not in [0, 1])", point={
+            "c": float(c[points[i]]), "gamma": float(gamma[points[i]]), **info})
+    return np.where(Ef < 0, 0 * E, np.where(Ef > 1, 0 * E + 1, E))
 
 
 def bulk_error(c, gamma, dps=None):
