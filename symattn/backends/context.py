@@ -4,7 +4,12 @@ The solvers in :mod:`symattn.backends.solver` and :mod:`symattn.backends.finite_
 once against a context. A context supplies numbers and the few operations that differ between
 float64 numpy arrays and arbitrary-precision mpmath numbers held in numpy object arrays:
 
-- numbers: ``convert``, ``complex``, ``zeros``, ``pi``, ``arange_half``, ``to_float``;
+- what a formula would otherwise ask of the backend: ``dtype``, ``eps`` (unit roundoff), ``digits``
+  (a number in both), ``dps`` (the digits asked of exact constants; None at float64), ``ladder`` (the
+  digits to escalate to), ``escalates``, ``richardson_powers``/``richardson_tol``, ``require_float64``;
+- numbers: ``convert``, ``scalar``, ``asarray``, ``complex``, ``to_complex``, ``zeros``, ``pi``,
+  ``arange_half``, ``to_float``, ``abs_float``;
+- functions over points: ``pointwise`` (one vectorised call, or one call per point), ``matvec``;
 - element-wise functions: ``sqrt``, ``exp``, ``cos``, ``sin``, ``real``, ``imag``, ``isfinite``,
   and the reduction ``max_abs`` (a float);
 - small dense linear algebra, batched over leading axes: ``solve``, ``inv``, ``svd``;
