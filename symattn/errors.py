@@ -110,6 +110,10 @@ class ConvergenceError(SymattnError, ArithmeticError):
         The parameters (c, gamma, ...) of the failing point(s).
     reason : str
         'no convergence' or 'wrong branch: ...'.
+    restarts : int or None
+        Restarts of the fixed-point driver (:func:`symattn.backends.fixedpoint.fixed_point`), where it raised.
+    history : list of float or None
+        The driver's last residuals, where it raised.
 
     Examples
     --------
@@ -118,8 +122,10 @@ class ConvergenceError(SymattnError, ArithmeticError):
     'no convergence; after 50 iterations; max residual 1.000e-03; at c=1.0'
     """
 
-    def __init__(self, reason: str, residuals=None, iterations: int | None = None, point: dict | None = None):
+    def __init__(self, reason: str, residuals=None, iterations: int | None = None, point: dict | None = None,
+                 restarts: int | None = None, history: list | None = None):
         self.reason = reason
+        self.restarts, self.history = restarts, history
         self.residuals = residuals
         self.iterations = iterations
         self.point = point or {}

@@ -396,12 +396,9 @@ def fixed_point(evaluate, x0, strategies, *, tol, residual, maxiter=300, restart
             if act == "clear":
                 s.reset()
             elif act == "damped":
-                x = x + (fx - x) / 2 if restart.damping == 0.5 else x + restart.damping * (fx - x)
+                x = x + restart.damping * (fx - x)   # ·½ is exact: the same iterate as (fx − x)/2
                 state.action = "damped"
                 continue
         x, state.action = s.step(x, fx, res, aux, state), s.name
-    err = ConvergenceError(f"{name} did not converge (residual {res:.3g})", residuals=[res], iterations=it,
-                           point=point)
-    err.restarts = 0 if restart is None else restart.restarts
-    err.history = list(hist)
-    raise err
+    raise ConvergenceError(f"{name} did not converge (residual {res:.3g})", residuals=[res], iterations=it,
+                           point=point, restarts=0 if restart is None else restart.restarts, history=list(hist))
