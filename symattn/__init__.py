@@ -9,6 +9,7 @@ import-linter in tests/test_architecture.py):
 3. ``systems``     -- the deterministic-equivalent systems as SymPy objects
 4. ``backends``    -- arithmetic contexts, quadrature, compiled kernels, solvers, finite-p numerics
 5. ``theory``, ``montecarlo``, ``realweights`` -- the deterministic equivalents, exact simulation, weights
+   ``generalization`` -- the test error of the readout, on top of ``theory``
 6. ``layer``       -- the :class:`Layer` front: one description, the theory engines' registry, ``memorization_error``, ``simulate``
 7. ``limits``, ``sensitivity`` -- leading terms and derivatives
 8. ``codegen``, ``figures``, ``verification``, ``sweep`` -- generated solvers, the paper's figures, the checks, sweeps
@@ -41,6 +42,7 @@ _PUBLIC = {
     "AccuracyWarning": "errors",
     "Layer": "layer",
     "memorization_error": "layer",
+    "generalization_error": "layer",
     "solve": "theory",
     "TheoryResult": "theory",
     "signal_strength": "model",

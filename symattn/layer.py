@@ -560,8 +560,10 @@ class Layer:
         return "residual" if self.residual else "paper"
 
     def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
-               *, model: str = "attention", errors: str = "raise", structure: str = "auto", method=None):
-        r"""The deterministic equivalent E(γ) = −γ² F'(γ) of this layer, by the engine of :meth:`engine`.
+               *, model: str = "attention", errors: str = "raise", structure: str = "auto", method=None,
+               error: str = "train"):
+        r"""The deterministic equivalent of this layer's training error E(γ) = −γ² F'(γ) (or its test error),
+        by the engine of :meth:`engine`.
 
         Parameters
         ----------
@@ -585,12 +587,17 @@ class Layer:
             With weights: the kernel model (:func:`symattn.backends.general_w_entry.kernel_structure`).
         method : None, 'closed' or 'quadrature'
             Paper engine: how the bulk system is solved (:func:`symattn.theory.solve`).
+        error : {'train', 'test'}
+            The training (memorisation) error, or the test (generalisation) error
+            E_test = E(1/n)‖y′ − Φ′ᵀβ‖² of the readout on a fresh sequence
+            (:func:`symattn.generalization.solve_test`, docs/theory.md §14; paper engine, γ > 0,
+            no correction).
 
         Returns
         -------
         TheoryResult
             E (``.E``), per model, shaped broadcast(c, gamma); ``parameters`` holds the layer's
-            :meth:`to_dict`, its digest and the engine's name.
+            :meth:`to_dict`, its digest and the engine's name; ``error`` says which error E is.
 
         Examples
         --------
@@ -598,8 +605,10 @@ class Layer:
         >>> r.parameters["engine"], r.E["attention"].shape
         ('sum', (2,))
         """
+        from .generalization import check_error
         from .theory import ERRORS_CHOICES, MODEL_CHOICES
 
+        error = check_error(error)
         if model not in MODEL_CHOICES:
             raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
         if errors not in ERRORS_CHOICES:
@@ -616,10 +625,17 @@ class Layer:
                 raise ParameterError(key, value if key != "mu" else "a vector",
                                      f"None (the default) with the {name!r} engine ({eng.theory})",
                                      hint=_OPTION_HINTS.get(key, ""))
-        if _zero_ridge(gamma) and name != "paper":
-            raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
-                                 "(the ridgeless value gamma = 0 is of the paper's model only)")
+        if _zero_ridge(gamma) and (name != "paper" or error == "test"):
+            raise ParameterError("gamma", 0.0, "gamma > 0 with error='test', weights=, mu=, residual=, heads= or "
+                                 "kernel='softmax' (the ridgeless value gamma = 0 is of the paper's training error only)")
+        if error == "test" and (name != "paper" or correction is not None):
+            raise ParameterError("error", "test", f"'train' with the {name!r} engine"
+                                 + (" and correction='finite-p'" if correction is not None else ""),
+                                 hint="the test-error theory (docs/theory.md §14) is of the paper's model, W = I + low "
+                                      "rank, asymptotic; simulate the others with error='test'")
         kw = {k: v for k, v in given.items() if k in eng.options}
+        if error == "test":
+            kw["error"] = "test"
         from .errors import ConvergenceError
 
         failed = []
@@ -637,7 +653,7 @@ class Layer:
         if failed:
             out.failures = failed
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
-        if model != "linear":   # E_LR is a closed form: the atlas measures the attention theory
+        if model != "linear" and error == "train":   # the atlas measures the attention theory's training error
             from .accuracy import assess
 
             tokens = n if n is not None or self.p is None else np.rint(self.p / np.asarray(out.c, dtype=float))
@@ -690,8 +706,9 @@ class Layer:
 
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
-                 trace_estimator: bool = False, dtype: str = "float64", method: str = "auto", batch=None):
-        r"""Exact Monte Carlo of E_A and E_LR for this layer at n tokens (docs/theory.md §2).
+                 trace_estimator: bool = False, dtype: str = "float64", method: str = "auto", batch=None,
+                 error="train"):
+        r"""Exact Monte Carlo of E_A and E_LR for this layer at n tokens (docs/theory.md §2), train and/or test.
 
         Per draw X = μyᵀ + Z (p×n, p = round(c·n)), Φ as the layer says, M = ΦᵀΦ/n, and
         E(γ) = (γ²/n) Σ_k (v_kᵀy)²/(λ_k + γ)² for every γ from one decomposition of M
@@ -704,6 +721,9 @@ class Layer:
         draws, seed : independent draws and the root seed.
         backend, device, progress, models, trace_estimator, dtype, method, batch
             As :func:`symattn.montecarlo.exact_monte_carlo`.
+        error : 'train', 'test', 'both' or a tuple of them
+            The training errors (``attention``, ``linear``) and/or the test errors on a fresh
+            sequence per draw (``attention_test``, ``linear_test``; docs/theory.md §14).
 
         Returns
         -------
@@ -711,9 +731,9 @@ class Layer:
 
         Examples
         --------
-        >>> r = Layer("tanh").simulate(n=60, c=0.5, gamma=[1.0], draws=2)
-        >>> r.attention.shape
-        (2, 1)
+        >>> r = Layer("tanh").simulate(n=60, c=0.5, gamma=[1.0], draws=2, error=("train", "test"))
+        >>> r.attention.shape, r.attention_test.shape
+        ((2, 1), (2, 1))
         """
         from .montecarlo import exact_monte_carlo
 
@@ -722,7 +742,7 @@ class Layer:
             device=device, diagonal=self.diagonal, weights=self.weights, mu=mu, progress=progress, models=models,
             trace_estimator=trace_estimator, dtype=dtype, method=method, residual=self.residual,
             heads=None if self.heads is None else list(self.heads), readout=self.readout, kernel=self.kernel,
-            temperature=self.temperature, batch=batch)
+            temperature=self.temperature, batch=batch, error=error)
         res.provenance["parameters"]["layer"] = self.to_dict()
         res.provenance["parameters"]["layer_digest"] = self.digest
         return res
@@ -853,9 +873,15 @@ class Engine:
     isolates: bool = False
 
 
-def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, correction=None, method=None):
+def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, correction=None, method=None,
+           error="train"):
     from .theory import ridgeless, solve
 
+    if error == "test":
+        from .generalization import solve_test
+
+        return solve_test(layer.activation, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
+                          diagonal=layer.diagonal, errors=errors, method=method)
     if _zero_ridge(gamma):
         values = ridgeless(layer.activation, c, gamma, geometry, model, backend, dps, n, layer.diagonal, correction,
                            errors, method)
@@ -924,8 +950,9 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
                        diagonal: str = "f", correction: str | None = None, errors: str = "raise",
                        residual: bool = False, heads=None, readout: str = "concat", kernel: str = "entrywise",
-                       temperature=None, weights=None, mu=None, structure: str = "auto"):
-    r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ).
+                       temperature=None, weights=None, mu=None, structure: str = "auto", error: str = "train"):
+    r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ), or with error='test' the
+    test error (:func:`generalization_error`).
 
     ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).theory(c, gamma, mu,
     geometry, n, correction, backend, dps, model=..., errors=..., structure=...).E``: the function form of
@@ -976,6 +1003,9 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         With ``weights``: the kernel model of its nonlinear part, the free elliptic noise of
         docs/theory.md §12.1 ('free') or the structured Hermite blocks of §12.8 for a low-rank W
         ('blocks'); 'auto' takes 'blocks' when rank W <= min(64, p/4).
+    error : {'train', 'test'}
+        The training error (default) or the test error on a fresh sequence (docs/theory.md §14;
+        the paper's model, γ > 0).
 
     Returns
     -------
@@ -994,15 +1024,52 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     layer = Layer(f, weights=weights, heads=heads, readout=readout, residual=residual, kernel=kernel,
                   temperature=temperature, diagonal=diagonal)
     return layer.theory(c, gamma, mu=mu, geometry=geometry, n=n, correction=correction, backend=backend, dps=dps,
-                        model=model, errors=errors, structure=structure).E
+                        model=model, errors=errors, structure=structure, error=error).E
+
+
+def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
+                         backend: str = "numpy", dps: int | None = None, n: int | None = None,
+                         diagonal: str = "f", errors: str = "raise"):
+    r"""Deterministic-equivalent test (generalisation) error of the ridge readout (docs/theory.md §14).
+
+    β = (ΦΦᵀ/n + γ)^{-1}Φy/n is fitted on one sequence and tested on a fresh one (X′, y′) of the same
+    law: E_test(γ) = E (1/n)‖y′ − Φ′ᵀβ‖² = 1 − 2βᵀm + βᵀCβ, with the test moments
+    m = E[Φ′y′]/n, C = E[Φ′Φ′ᵀ]/n (:func:`symattn.generalization.test_moments`), ‖β‖² = F − E_train/γ
+    and the overlaps βᵀμ, βᵀw of the training theory. Linear regression (model 'linear' or 'both')
+    is ridge on X, m = μ, C = I + μμᵀ.
+
+    Parameters
+    ----------
+    f, c, gamma, geometry, model, backend, dps, n, diagonal, errors
+        As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
+
+    Returns
+    -------
+    numpy.ndarray or dict
+        E_test of shape broadcast(c, gamma), or ``{"attention": ..., "linear": ...}`` for model='both'.
+        It is ≥ 0 and may exceed 1 (a readout worse than predicting 0).
+
+    Examples
+    --------
+    >>> from symattn import Geometry
+    >>> E = generalization_error("tanh", c=0.5, gamma=[0.1, 10.0], model="both")
+    >>> bool(np.all(E["attention"] > 1))                  # no signal: worse than the zero predictor
+    True
+    >>> E = generalization_error("tanh", c=0.5, gamma=1.0, geometry=Geometry.aligned(1.0), model="both")
+    >>> round(float(E["linear"]), 4)                      # the closed form of docs/theory.md §14.3
+    0.6375
+    """
+    return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
+                              diagonal=diagonal, errors=errors, error="test")
 
 
 def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
              seed=0, backend: str = "numpy", device=None, diagonal: str = "f", weights=None, mu=None,
              progress=None, models=MODELS, trace_estimator: bool = False,
              dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
-             readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None, W=None):
-    r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n.
+             readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None, W=None,
+             error="train"):
+    r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n, train and/or test.
 
     ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).simulate(n, c, gamma, mu,
     geometry, draws, seed, ...)``: per draw X = μyᵀ + Z (p×n, p = round(c·n)), Φ of the layer,
@@ -1023,6 +1090,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         As :func:`symattn.montecarlo.exact_monte_carlo`.
     residual, heads, readout, kernel, temperature
         The layer's variant (:class:`Layer`).
+    error : 'train', 'test', 'both' or a tuple of them
+        Training errors and/or test errors on a fresh sequence per draw (docs/theory.md §14).
 
     Returns
     -------
@@ -1046,7 +1115,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
                       temperature=temperature, diagonal=diagonal)
         return layer.simulate(n, c, gamma, mu=mu, geometry=geometry, draws=draws, seed=seed, backend=backend,
                               device=device, progress=progress, models=models, trace_estimator=trace_estimator,
-                              dtype=dtype, method=method, batch=batch)
+                              dtype=dtype, method=method, batch=batch, error=error)
     except ParameterError as err:
         if W is None or err.name not in ("weights", "heads"):
             raise

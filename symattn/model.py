@@ -643,3 +643,25 @@ def kernel_constants(f, diagonal: str = "f", n: int | None = None, c=None, snr: 
         with mpmath.workdps(dps):
             d = mpmath.mpf(d) if not isinstance(d, mpmath.mpf) else d
     return KernelConstants(a1=a1, s2=s2, d=d)
+
+
+#: what ``error=`` takes: the training (memorisation) error, the test (generalisation) error
+ERROR_CHOICES = ("train", "test")
+
+
+def check_error(error, multiple: bool = False):
+    """``error`` checked: 'train' or 'test' (or, with ``multiple``, a tuple of them; 'both' is both).
+
+    Examples
+    --------
+    >>> check_error("test"), check_error(("train", "test"), multiple=True), check_error("both", multiple=True)
+    ('test', ('train', 'test'), ('train', 'test'))
+    """
+    if multiple:
+        items = ERROR_CHOICES if error == "both" else (error,) if isinstance(error, str) else tuple(error)
+        if not items or any(e not in ERROR_CHOICES for e in items):
+            raise ParameterError("error", error, "'train', 'test', 'both' or a tuple of 'train' and 'test'")
+        return tuple(e for e in ERROR_CHOICES if e in items)
+    if error not in ERROR_CHOICES:
+        raise ParameterError("error", error, "'train' (the memorisation error) or 'test' (the generalisation error)")
+    return error

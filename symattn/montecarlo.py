@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ConvergenceError, ParameterError, SymattnError
-from .model import (MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_gamma, check_heads,
-                    check_int, check_mu, check_variant_flags)
+from .model import (MODELS, as_geometry, check_c, check_diagonal, check_dimension, check_error, check_gamma,
+                    check_heads, check_int, check_mu, check_variant_flags)
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float64", "float32")
@@ -166,6 +166,12 @@ class _NumpyOps:
     def to_numpy(self, a):
         return np.asarray(a, dtype=np.float64)
 
+    def eigh(self, M):
+        return np.linalg.eigh(M)
+
+    def vstack(self, arrays):
+        return np.vstack(arrays)
+
     def spectral(self, M, y, gamma, trace, method):
         """(E, T, λ_min, λ_max) of M: the errors for every γ and the extreme eigenvalues."""
         if method == "eigh":
@@ -221,6 +227,12 @@ class _TorchOps:
 
     def qr(self, A):
         return self.torch.linalg.qr(A)  # reduced: Q (n×p), R (p×p)
+
+    def eigh(self, M):
+        return self.torch.linalg.eigh(M)
+
+    def vstack(self, arrays):
+        return self.torch.cat(list(arrays), dim=0)
 
     def spectral(self, M, y, gamma, trace, method):
         lam, V = self.torch.linalg.eigh(M)  # reads the lower triangle only
@@ -776,32 +788,80 @@ def _xwx(ops, Xd, Xt, G, Wm):
     return Xt @ (Wm @ Xd)
 
 
-def _variant_M(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant):
-    """M = ΦᵀΦ/n of the variant (:class:`Variant`; docs/theory.md §13) on the backend of ``ops``."""
+def _head_kernels(ops, act, Xd, G, p, diagonal, W, wk, wq, variant):
+    """The kernels K_h of the heads (one for a single W), on the backend of ``ops``."""
     mats = ([ops.asarray(Wh) for Wh in variant.heads] if variant.heads is not None
             else [_weight_form(ops, W, wk, wq)])
+    for Wm in mats:
+        yield _variant_kernel(ops, act, _xwx(ops, Xd, Xd.T, G, Wm), p, diagonal, variant)
 
-    def head(Wm):
-        return _variant_kernel(ops, act, _xwx(ops, Xd, Xd.T, G, Wm), p, diagonal, variant)
 
-    if variant.readout == "concat" and len(mats) > 1:
+def _variant_M(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant):
+    """M = ΦᵀΦ/n of the variant (:class:`Variant`; docs/theory.md §13) on the backend of ``ops``."""
+    if variant.readout == "concat" and variant.heads is not None and len(variant.heads) > 1:
         M = None
-        for Wm in mats:
-            Phi = Xd @ head(Wm)
+        for K in _head_kernels(ops, act, Xd, G, p, diagonal, W, wk, wq, variant):
+            Phi = Xd @ K
             term = Phi.T @ Phi
             del Phi
             M = term if M is None else M + term
         return M / n
+    Phi = _features(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant)
+    M = Phi.T @ Phi
+    return M / n
+
+
+def _features(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant):
+    """Φ of the layer: XK (p×n), X(I + K) with the residual, X Σ_h K_h summed, [XK_1; …; XK_H] (Hp×n)
+    concatenated."""
+    kernels = _head_kernels(ops, act, Xd, G, p, diagonal, W, wk, wq, variant)
+    if variant.readout == "concat" and variant.heads is not None and len(variant.heads) > 1:
+        return ops.vstack([Xd @ K for K in kernels])
     K = None
-    for Wm in mats:
-        Kh = head(Wm)
+    for Kh in kernels:
         K = Kh if K is None else K + Kh
     if variant.residual:
         K = K + ops.eye(n, like=K)
-    Phi = Xd @ K
-    del K
-    M = Phi.T @ Phi
-    return M / n
+    return Xd @ K
+
+
+def _test_errors(ops, act, X, y, Xt, yt, gamma, wk, wq, W, diagonal, models, variant):
+    r"""The test errors of one draw: the readouts fitted on (X, y), tested on the fresh sequence (Xt, yt).
+
+    β(γ) = (ΦΦᵀ/n + γ)^{-1}Φy/n for every γ from one ``eigh`` of the smaller Gram matrix (ΦΦᵀ/n, or
+    ΦᵀΦ/n with β = (Φ/√n)V(λ + γ)^{-1}Vᵀŷ), and E_test(γ) = (1/n)‖y′ − Φ′ᵀβ(γ)‖² (docs/theory.md §14)."""
+    p, n = X.shape
+    out = {}
+    for name in models:
+        feats = []
+        for Xs in (X, Xt):
+            Xd = ops.asarray(Xs)
+            if name == "linear":
+                feats.append(Xd)
+                continue
+            G = Xd.T @ Xd
+            feats.append(_features(ops, act, Xd, G, p, n, diagonal, W, wk, wq, variant))
+            del G
+        Phi, Phit = feats
+        yd, ytd = ops.asarray(y), ops.asarray(yt)
+        if Phi.shape[0] <= n:
+            lam, U = ops.eigh(Phi @ Phi.T / n)
+            b = U.T @ (Phi @ yd) / n
+            A = Phit.T @ U
+        else:
+            lam, V = ops.eigh(Phi.T @ Phi / n)
+            b = V.T @ yd / math.sqrt(n)
+            A = (Phit.T @ Phi) @ V / math.sqrt(n)
+        del Phi, Phit, feats
+        lam = ops.to_numpy(lam)
+        coef = ops.asarray(ops.to_numpy(b)[:, None] / (np.maximum(lam, 0.0)[:, None] + gamma[None, :]))
+        R = ytd[:, None] - A @ coef
+        E = ops.to_numpy((R * R).sum(0)) / n
+        if not np.all(np.isfinite(E)):
+            raise ConvergenceError(f"the test error of the {name} model is not finite on this draw",
+                                   point={"n": n, "p": p, "model": name})
+        out[name + "_test"] = E
+    return out
 
 
 def _kernel(ops, act, A, p, diagonal):
@@ -1111,7 +1171,8 @@ def combine_draws(parts) -> "SimulationResult":
         gamma=first.gamma, n=first.n, p=first.p, c=first.c, draws=draws, seed=first.seed, backend=first.backend,
         device=first.device, dtype=first.dtype, diagonal=first.diagonal, activation=first.activation,
         attention=stack("attention"), linear=stack("linear"), attention_trace=stack("attention_trace"),
-        linear_trace=stack("linear_trace"), seconds=float(sum(r.seconds for r in parts)),
+        linear_trace=stack("linear_trace"), attention_test=stack("attention_test"), linear_test=stack("linear_test"),
+        seconds=float(sum(r.seconds for r in parts)),
         provenance=prov or None)
 
 
@@ -1154,6 +1215,9 @@ class SimulationResult:
         Per-draw E_A and E_LR, shape (draws, len(gamma)).
     attention_trace, linear_trace : numpy.ndarray or None
         The same errors from the trace estimator, when requested.
+    attention_test, linear_test : numpy.ndarray or None
+        With ``error`` including 'test': per-draw test errors E_test = (1/n)‖y′ − Φ′ᵀβ‖² of the
+        readout fitted on the draw, tested on a fresh sequence (docs/theory.md §14).
     seconds : float
         Wall-clock time of the run.
 
@@ -1182,6 +1246,8 @@ class SimulationResult:
     linear: np.ndarray | None = None
     attention_trace: np.ndarray | None = None
     linear_trace: np.ndarray | None = None
+    attention_test: np.ndarray | None = None
+    linear_test: np.ndarray | None = None
     seconds: float = field(default=float("nan"), compare=False)
     provenance: dict | None = field(default=None, compare=False, repr=False)
 
@@ -1218,8 +1284,24 @@ class SimulationResult:
     def linear_trace_sem(self):
         return _mean_sem(self.linear_trace)[1]
 
+    @property
+    def attention_test_mean(self):
+        return _mean_sem(self.attention_test)[0]
+
+    @property
+    def attention_test_sem(self):
+        return _mean_sem(self.attention_test)[1]
+
+    @property
+    def linear_test_mean(self):
+        return _mean_sem(self.linear_test)[0]
+
+    @property
+    def linear_test_sem(self):
+        return _mean_sem(self.linear_test)[1]
+
     def _present(self):
-        names = ("attention", "linear", "attention_trace", "linear_trace")
+        names = ("attention", "linear", "attention_trace", "linear_trace", "attention_test", "linear_test")
         return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
 
     @property
@@ -1237,7 +1319,8 @@ class SimulationResult:
 
         ``{"gamma", "n", "p", "draws", "E_attention": {"mean", "sem"}, "E_linear": {"mean", "sem"}}``;
         a model that was not simulated is ``null``; sem is NaN when draws = 1. With the trace
-        estimator, ``E_attention_trace`` and ``E_linear_trace`` are added. The last key,
+        estimator, ``E_attention_trace`` and ``E_linear_trace`` are added; with the test error,
+        ``E_attention_test`` and ``E_linear_test``. The last key,
         ``provenance``, is :func:`symattn.provenance.provenance` of the run: every parameter
         (activation, n, p, c, γ, geometry or a digest of W and μ, diagonal, draws, models,
         method, trace estimator, device), the seed, backend and dtype, the versions and the time.
@@ -1260,6 +1343,9 @@ class SimulationResult:
         if self.attention_trace is not None or self.linear_trace is not None:
             d["E_attention_trace"] = block(self.attention_trace)
             d["E_linear_trace"] = block(self.linear_trace)
+        if self.attention_test is not None or self.linear_test is not None:
+            d["E_attention_test"] = block(self.attention_test)
+            d["E_linear_test"] = block(self.linear_test)
         d["provenance"] = self.provenance if self.provenance is not None else _provenance(self, {})
         return d
 
@@ -1290,7 +1376,8 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
              seed=0, backend: str = "numpy", device=None, diagonal: str = "f", weights=None, mu=None,
              progress=None, models=MODELS, trace_estimator: bool = False,
              dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
-             readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None) -> SimulationResult:
+             readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None,
+             error="train") -> SimulationResult:
     r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n: the engine of
     :meth:`symattn.Layer.simulate` and :func:`symattn.simulate`.
 
@@ -1338,6 +1425,12 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         Default: up to 8 on CUDA within a quarter of the free device memory, 1 on the CPU.
         float32 on CUDA (``dtype='float32'``): E within 1e-3 relative of float64 where γ is
         resolvable (smaller γ are refused), checked by the test suite on the device.
+    error : 'train', 'test', 'both' or a tuple of them
+        'train': the memorisation errors above (``attention``, ``linear``). 'test': per draw one
+        more, fresh sequence (X′, y′) of the same law (same μ, W; drawn from the draw's generator
+        after the training tokens, so the training draws are unchanged) and
+        E_test(γ) = (1/n)‖y′ − Φ′ᵀβ(γ)‖², β(γ) = (ΦΦᵀ/n + γ)^{-1}Φy/n (``attention_test``,
+        ``linear_test``; docs/theory.md §14); one more ``eigh`` per draw and model.
 
     Returns
     -------
@@ -1373,6 +1466,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         raise ParameterError("gamma", gamma.tolist(), "a number or a 1-d list of numbers")
     diagonal = check_diagonal(diagonal)
     models = _check_models(models)
+    errs = check_error(error, multiple=True)
     if seed is not None and not isinstance(seed, np.random.SeedSequence):
         seed = check_int("seed", seed, 0)
     ops = _make_ops(backend, device, dtype)
@@ -1415,7 +1509,8 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
 
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     rngs = draw_generators(ss, draws)
-    keys = list(models) + ([m + "_trace" for m in models] if trace_estimator else [])
+    keys = ((list(models) + ([m + "_trace" for m in models] if trace_estimator else [])) if "train" in errs else [])
+    keys += [m + "_test" for m in models] if "test" in errs else []
     per_draw = {k: np.empty((draws, gamma.size)) for k in keys}
 
     from tqdm.auto import tqdm
@@ -1426,12 +1521,18 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
     # BLAS/OpenMP threads: the idle cores, or what the caller set (symattn.threads.auto_threads)
     with auto_threads(max(n, p)), tqdm(total=draws, desc=f"simulate n={n}", unit="draw", file=sys.stderr,
                                        disable=not _show_progress(progress, draws), leave=False) as bar:
-        size = 1 if not variant.is_default or not ops.batched else _batch_size(batch, ops, n, p, draws, models)
+        size = (1 if not variant.is_default or not ops.batched or "test" in errs
+                else _batch_size(batch, ops, n, p, draws, models))
         for k0 in range(0, draws, size):
             tokens = [sample_tokens(n, p, mu, rng) for rng in rngs[k0:k0 + size]]
             if size == 1:
-                results = [_draw(ops, act, *tokens[0], gamma, wk, wq, W, diagonal, models, trace_estimator, method,
-                                 variant)]
+                res = _draw(ops, act, *tokens[0], gamma, wk, wq, W, diagonal, models, trace_estimator, method,
+                            variant) if "train" in errs else {}
+                if "test" in errs:
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        res.update(_test_errors(ops, act, *tokens[0], *sample_tokens(n, p, mu, rngs[k0]), gamma, wk,
+                                                wq, W, diagonal, models, variant))
+                results = [res]
             else:
                 results = _draws_batched(ops, act, [t[0] for t in tokens], [t[1] for t in tokens], gamma, wk, wq,
                                          W, diagonal, models, trace_estimator)
@@ -1448,7 +1549,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         dtype=dtype, diagonal=diagonal, activation=_act_name(act),
         attention=per_draw.get("attention"), linear=per_draw.get("linear"),
         attention_trace=per_draw.get("attention_trace"), linear_trace=per_draw.get("linear_trace"),
-        seconds=seconds,
+        attention_test=per_draw.get("attention_test"), linear_test=per_draw.get("linear_test"), seconds=seconds,
     )
     from .provenance import array_digest as _digest
 
@@ -1457,7 +1558,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         "activation_expression": None if expr is None else str(expr),
         "geometry": None if explicit else geo.as_dict(),
         "W": _digest(W) if explicit else None, "mu": _digest(mu) if explicit else None,
-        "models": list(models), "method": method, "trace_estimator": bool(trace_estimator),
+        "models": list(models), "method": method, "trace_estimator": bool(trace_estimator), "error": list(errs),
         **({} if variant.is_default else {"variant": variant.as_dict()})})
     return result
 

@@ -70,6 +70,11 @@ class TheoryResult:
     constants : KernelConstants or None
         The kernel constants (a1, s², d) the asymptotic attention solver used (a1, d of the size of
         quadrature noise set to exact zeros); None otherwise.
+    error : {'train', 'test'}
+        Which error ``attention``/``linear`` hold: the training (memorisation) error, or the test
+        (generalisation) error of :func:`symattn.generalization.solve_test` (docs/theory.md §14).
+    readout : dict or None
+        With error='test': per model, ``E_train``, ``norm2`` = ‖β‖² and ``overlaps`` = (βᵀμ, βᵀw_K, βᵀw_Q).
 
     The quantities at the solution (asymptotic attention theory; computed on first use, in the
     result's arithmetic, from the bulk solution ``bulk``; docs/theory.md §6.3–§6.5):
@@ -113,6 +118,8 @@ class TheoryResult:
     parameters: dict = field(default_factory=dict)
     accuracy: object = field(default=None, repr=False)
     constants: object = field(default=None, repr=False)
+    error: str = "train"
+    readout: dict | None = field(default=None, repr=False)
 
     @property
     def shape(self) -> tuple:
@@ -200,11 +207,12 @@ class TheoryResult:
         the bulk solution, residuals, iterations and parameters."""
         digits = self.parameters.get("dps") or 17
         return {
-            "c": _plain(self.c), "gamma": _plain(self.gamma), "model": self.model,
+            "c": _plain(self.c), "gamma": _plain(self.gamma), "model": self.model, "error": self.error,
             **{key: _plain(getattr(self, name), digits) for key, name in (
                 ("E_attention", "attention"), ("E_linear", "linear"), ("F_attention", "F_attention"),
                 ("F_linear", "F_linear"), ("bulk", "bulk"), ("residuals", "residuals"), ("precision", "precision"))},
             "iterations": self.iterations,
+            "readout": None if self.readout is None else _plain(self.readout, digits),
             "failures": _plain(self.failures, digits),
             "accuracy": None if self.accuracy is None else self.accuracy.to_dict(),
             "parameters": _plain(self.parameters, digits),

@@ -28,6 +28,11 @@ DESCRIPTION = """
 
     Several c: --c 0.5 1 2 runs each (n fixed by --n, or round(p/c) with weights).
 
+    Test error (--error test|both): each draw also samples a fresh sequence (X', y') of the same
+    law, and the readout beta = (Phi Phi^T/n + gamma)^{-1} Phi y/n fitted on the draw is scored
+    there: E_test = (1/n)||y' - Phi'^T beta||^2 (docs/theory.md §14), for every layer (weights,
+    heads, residual, softmax). Keys E_attention_test, E_linear_test.
+
     JSON: {"gamma", "n", "p", "draws", "E_attention": {"mean", "sem"},
     "E_linear": {"mean", "sem"}, "provenance"}; with several c, {"c": [...], "runs": [one such
     object per c], "provenance"}. "provenance" records the seed, the parameters, the layer, the
@@ -41,6 +46,7 @@ EXAMPLES = [
     "symattn simulate -a tanh --n 768 --c 0.5 --gamma 1 --heads minilm:2 --readout sum",
     "symattn simulate -a gelu --c 1 2 --gamma 0.01 0.1 --weights minilm:1 --mu top --snr 2   # n = 384/c",
     "symattn simulate --n 500 --c 0.5 --gamma 1e-3 --kernel softmax --temperature 2 --diagonal zero",
+    "symattn simulate -a tanh --n 1000 --c 1 --gamma 0.01 0.1 1 10 --aligned --snr 1 --draws 16 --error both",
 ]
 
 
@@ -62,12 +68,15 @@ def add_parser(subparsers):
     add_diagonal_arg(p)
     add_weights_args(p)
     add_variant_args(p)
+    p.add_argument("--error", choices=("train", "test", "both"), default="train",
+                   help="train: the memorisation error (default); test: the readout scored on a fresh sequence "
+                        "per draw (docs/theory.md §14); both")
     add_progress_flag(p)
     return finish_command(p, run)
 
 
 def simulate_data(layer, n: int, c: float, gamma, mu=None, geometry=None, draws: int = 4, seed: int = 0,
-                  backend: str = "numpy", device: str | None = None, progress=None) -> dict:
+                  backend: str = "numpy", device: str | None = None, progress=None, error="train") -> dict:
     """The ``symattn simulate --json`` object of one c: :meth:`SimulationResult.to_dict` of
     :meth:`symattn.Layer.simulate`.
 
@@ -77,9 +86,11 @@ def simulate_data(layer, n: int, c: float, gamma, mu=None, geometry=None, draws:
     >>> data = simulate_data(Layer("tanh"), n=40, c=0.5, gamma=[1.0], draws=2, progress=False)
     >>> (data["n"], data["p"], data["draws"]), sorted(data["E_attention"])
     ((40, 20, 2), ['mean', 'sem'])
+    >>> sorted(simulate_data(Layer("tanh"), n=40, c=0.5, gamma=[1.0], draws=2, progress=False, error="test"))[:2]
+    ['E_attention', 'E_attention_test']
     """
     res = layer.simulate(n, c, gamma, mu=mu, geometry=geometry, draws=draws, seed=seed, backend=backend,
-                         device=device, progress=progress)
+                         device=device, progress=progress, error=error)
     return res.to_dict()
 
 
@@ -116,7 +127,7 @@ def run(args) -> int:
         n = _tokens(args, layer, c)
         try:
             runs.append(simulate_data(layer, n, c, args.gamma, mu, geometry, args.draws, args.seed, args.backend,
-                                      args.device, progress=False if args.no_progress else None))
+                                      args.device, progress=False if args.no_progress else None, error=args.error))
         except np.linalg.LinAlgError as exc:  # LAPACK on a matrix with inf/NaN entries
             raise ParameterError("activation", args.activation, "an activation whose kernel stays finite in float64 "
                                  f"at n={n}, c={c:g}",
@@ -126,7 +137,7 @@ def run(args) -> int:
         params = {"command": "simulate", "activation": args.activation, "n": args.n, "c": list(args.c),
                   "gamma": list(args.gamma), "geometry": None if geometry is None else geometry.as_dict(),
                   "weights": args.weights, "mu": args.mu, "snr": args.snr, "draws": args.draws,
-                  "diagonal": args.diagonal, "device": args.device, **variant_parameters(args)}
+                  "diagonal": args.diagonal, "device": args.device, "error": args.error, **variant_parameters(args)}
         for data in runs:   # the library's own provenance of each run, with the command line's parameters added
             data["provenance"]["parameters"] = {**params, **data["provenance"].get("parameters", {})}
         if len(runs) == 1:
@@ -139,11 +150,13 @@ def run(args) -> int:
         print(signal_text)
         if layer.engine() != "paper":
             print(f"layer: {layer!r}")
+        keys = [k for k in ("E_attention", "E_linear", "E_attention_test", "E_linear_test") if data.get(k)]
         rows = []
         for i, g in enumerate(data["gamma"]):
             row = [fmt(g)]
-            for k in ("E_attention", "E_linear"):
+            for k in keys:
                 row += [fmt(data[k]["mean"][i], 6), fmt(data[k]["sem"][i], 2)]
             rows.append(row)
-        print(format_table(["gamma", "E_attention", "sem", "E_linear", "sem"], rows, align="rrrrr"))
+        header = ["gamma"] + [h for k in keys for h in (k, "sem")]
+        print(format_table(header, rows, align="r" * len(header)))
     return EXIT_OK

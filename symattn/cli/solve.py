@@ -34,6 +34,11 @@ DESCRIPTION = """
     reported (null in JSON, 'failed' in the table) while the others are kept, and the exit code
     is then 3.
 
+    Test error (--error test|both): the readout fitted on one sequence is tested on a fresh one
+    of the same law, E_test = 1 - 2 beta^T m + beta^T C beta with the test moments m = E[Phi' y']/n,
+    C = E[Phi' Phi'^T]/n (docs/theory.md §14). It is >= 0 and exceeds 1 when the readout does worse
+    than predicting 0 (always, without signal). Keys E_attention_test, E_linear_test.
+
     JSON: {"gamma", "E_attention", "E_linear", "a1", "nu", "d", "provenance"}; E_* are lists
     aligned with gamma (with --backend mpmath, decimal strings of --dps significant digits), and the key of a model not requested (--model linear or attention) is
     omitted. d is the diagonal constant used (d_n with --n, 0 with --diagonal zero, null if
@@ -61,6 +66,7 @@ EXAMPLES = [
     "symattn solve -a tanh --c 0.5 2 --gamma 0.1 1 --aligned --snr 1 --residual",
     "symattn solve -a tanh --c 0.5 --gamma 0.1 1 --heads minilm:2 --readout sum",
     "symattn solve --c 0.5 --gamma 1e-3 --kernel softmax --temperature 2 --diagonal zero --n 1000",
+    "symattn solve -a tanh --c 0.5 1 2 --gamma 0.01 0.1 1 --aligned --snr 1 --error both   # train and test",
 ]
 NOTES = """Exit code 3 when the solver does not converge at some point: the other points are still
     printed, and the one-line message names the failed points and the reason (residual, iterations)."""
@@ -74,7 +80,11 @@ def add_parser(subparsers):
     add_gamma_arg(p, zero=True)
     add_geometry_args(p)
     p.add_argument("--model", choices=("attention", "linear", "both"), default="both",
-                   help="which error(s) to compute (default both)")
+                   help="which model(s) to solve (default both)")
+    p.add_argument("--error", choices=("train", "test", "both"), default="train",
+                   help="train: the memorisation error (default); test: the generalisation error of the readout "
+                        "on a fresh sequence, E_test = E(1/n)||y' - Phi'^T beta||^2 (docs/theory.md §14; the "
+                        "paper's model, gamma > 0); both: the two, columns E_*_test beside E_*")
     p.add_argument("--backend", choices=("numpy", "mpmath"), default="numpy",
                    help="numpy (fast, double precision) or mpmath (at --dps digits). Default numpy")
     add_dps_arg(p, "mpmath digits for --backend mpmath")
@@ -94,7 +104,7 @@ def add_parser(subparsers):
     return finish_command(p, run)
 
 
-def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
+def _solve_row(f, c: float, gamma, model: str, keep_going: bool, error: str = "train", **kwargs):
     """E of one model at one c and every γ, as floats, and the failed points as ``(γ, reason)``.
 
     With ``keep_going`` a point that fails is NaN (:func:`symattn.solve` with ``errors="nan"``)
@@ -112,7 +122,7 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
     failed = []
     if zero.any():  # γ = 0: the ridgeless value (docs/theory.md §7.6); c >= 1 raises ParameterError naming gamma
         try:
-            E0 = memorization_error(f, c, 0.0, model=model, **kwargs)
+            E0 = memorization_error(f, c, 0.0, model=model, error=error, **kwargs)
             row[zero] = np.asarray(E0, dtype=object).item() if exact else float(E0)
         except ConvergenceError as exc:
             if not keep_going:
@@ -123,7 +133,8 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
         layer = Layer(f, diagonal=kwargs.pop("diagonal", "f"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FailedPointsWarning)  # the caller reports every failed point itself
-            res = layer.theory(c, gamma[~zero], model=model, errors="nan" if keep_going else "raise", **kwargs)
+            res = layer.theory(c, gamma[~zero], model=model, errors="nan" if keep_going else "raise", error=error,
+                               **kwargs)
         E = np.asarray(res.E, dtype=object).reshape(-1)
         row[~zero] = E if exact else E.astype(float)
         failed += [(float(p["gamma"]), str(p.get("reason") or "no convergence")) for p in (res.failures or [])]
@@ -137,7 +148,7 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, **kwargs):
 
 def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: str = "numpy",
                dps: int = 30, n: int | None = None, diagonal: str = "f", correction: str | None = None,
-               errors: str = "raise") -> dict:
+               errors: str = "raise", error: str = "train") -> dict:
     """The ``symattn solve --json`` object (without its provenance): E_attention and/or E_linear.
 
     E(γ) = −γ² F'(γ) of the deterministic equivalents (docs/theory.md §3, §5-6), one value per γ
@@ -166,6 +177,9 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     errors : {"raise", "nan"}
         "raise": a point whose solver fails raises ConvergenceError. "nan": it is NaN (null in
         JSON), the other points are kept, and ``"failed"`` lists the failed points.
+    error : {"train", "test", "both"}
+        The training error (keys ``E_attention``, ``E_linear``), the test error on a fresh sequence
+        (keys ``E_attention_test``, ``E_linear_test``; docs/theory.md §14), or both.
 
     Returns
     -------
@@ -184,6 +198,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     >>> rows = solve_data("tanh", [0.5, 2.0], 1.0, model="linear")
     >>> rows["c"], [[round(e, 6) for e in r] for r in rows["E_linear"]]
     ([0.5, 2.0], [[0.674437], [0.207107]])
+    >>> [round(e, 6) for e in solve_data("tanh", 0.5, 1.0, model="linear", error="test")["E_linear_test"]]
+    [1.106339]
     """
     import numpy as np
 
@@ -198,6 +214,12 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
         raise ParameterError("backend", backend, "one of 'numpy', 'mpmath'")
     if errors not in ("raise", "nan"):
         raise ParameterError("errors", errors, "one of 'raise', 'nan'")
+    from ..model import check_error
+
+    errs = check_error(error, multiple=True)
+    if "test" in errs and correction is not None:
+        raise ParameterError("error", error, "'train' with the finite-p correction (--finite-p)",
+                             hint="the test-error theory (docs/theory.md §14) is the asymptotic one")
     items = list(np.asarray(c, dtype=object).ravel()) if isinstance(c, (list, tuple, np.ndarray)) else [c]
     several = len(items) > 1
     cs = np.array([float(check_c(ci)) for ci in items])  # one at a time: the message shows the bad value
@@ -207,6 +229,9 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     zero = np.array([isinstance(g, (int, float)) and not isinstance(g, bool) and g == 0 for g in gamma], dtype=bool)
     # γ = 0 is the ridgeless value (c < 1 only, :func:`symattn.memorization_error`); the others 0 < γ <= 1e12
     gamma = np.array([0.0 if z else float(check_gamma(g)) for g, z in zip(gamma, zero)], dtype=float)
+    if zero.any() and "test" in errs:
+        raise ParameterError("gamma", 0.0, "0 < gamma <= 1e12 with --error test (the test error's gamma -> 0 "
+                             "limit diverges at c = 1)")
     if zero.any() and cs.max() >= 1:
         raise ParameterError("gamma", 0.0, "0 < gamma <= 1e12; gamma = 0 (the ridgeless limit) only where c < 1",
                              hint=f"c={cs.max():g} >= 1, where the training error tends to 0 as gamma -> 0")
@@ -230,21 +255,24 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
         ds = [finite_or_none(d) for d in np.broadcast_to(np.asarray(k.d, dtype=float), cs.shape)]
     models = ["attention", "linear"] if model == "both" else [model]
     kwargs = dict(geometry=geometry, backend=backend, dps=dps, n=n, diagonal=diagonal)
-    rows = {m: [] for m in models}
+    rows = {}
     failed, accuracy = [], []
     with warnings.catch_warnings():  # the CLI prints t and its own warning (run)
         warnings.simplefilter("ignore", FiniteSizeWarning)
         for ci in cs:
             for m in models:
-                row, bad, acc = _solve_row(f, float(ci), gamma, m, errors == "nan",
-                                           **kwargs, correction=correction if m == "attention" else None)
-                rows[m].append([decimal(v, dps) for v in row] if backend == "mpmath" else row.tolist())
-                if m == "attention":
-                    accuracy.append(acc)
-                failed += [{"c": float(ci), "gamma": g, "model": m, "error": msg} for g, msg in bad]
+                for err in errs:
+                    key = m if err == "train" else m + "_test"
+                    row, bad, acc = _solve_row(f, float(ci), gamma, m, errors == "nan", error=err,
+                                               **kwargs, correction=correction if m == "attention" else None)
+                    rows.setdefault(key, []).append([decimal(v, dps) for v in row] if backend == "mpmath"
+                                                    else row.tolist())
+                    if key == "attention":
+                        accuracy.append(acc)
+                    failed += [{"c": float(ci), "gamma": g, "model": key, "error": msg} for g, msg in bad]
     out = {"c": cs.tolist()} if several else {}
     out["gamma"] = gamma.tolist()
-    for m in ("attention", "linear"):
+    for m in ("attention", "linear", "attention_test", "linear_test"):
         if m in rows:
             out[f"E_{m}"] = rows[m] if several else rows[m][0]
     out.update({"a1": finite_or_none(f.a1), "nu": finite_or_none(f.nu),
@@ -276,6 +304,10 @@ def run(args) -> int:
     from .general_w import layer_from_args
 
     layer = layer_from_args(args)
+    if args.error != "train" and (variant_parameters(args) or layer.weights is not None):
+        raise ParameterError("error", args.error, "train with --weights, --heads, --residual or --kernel",
+                             hint="the test-error theory (docs/theory.md §14) is of the paper's model; measure the "
+                                  "others with: symattn simulate ... --error test")
     if variant_parameters(args):
         return _run_variant(args, layer)
     if layer.weights is not None:
@@ -289,7 +321,7 @@ def run(args) -> int:
     geometry = geometry_from_args(args)
     correction = "finite-p" if args.finite_p else None
     data = solve_data(args.activation, args.c, args.gamma, geometry, args.model, args.backend, args.dps,
-                      args.n, args.diagonal, correction, errors="nan")
+                      args.n, args.diagonal, correction, errors="nan", error=args.error)
     several = "c" in data
     ts = (data["t"] if several else [data["t"]]) if "t" in data else []
     t_max = max(ts, key=abs) if ts else 0.0
@@ -305,7 +337,7 @@ def run(args) -> int:
     else:
         _print_table(args, data, geometry, several)
     if failed:
-        models = 2 if args.model == "both" else 1
+        models = (2 if args.model == "both" else 1) * (2 if args.error == "both" else 1)
         raise ConvergenceError(_failure_message(failed, len(data["gamma"]) * len(args.c) * models))
     return EXIT_OK
 
@@ -313,7 +345,8 @@ def run(args) -> int:
 def _parameters(args, geometry) -> dict:
     return {"command": "solve", "activation": args.activation, "c": list(args.c), "gamma": list(args.gamma),
             "geometry": geometry.as_dict(), "model": args.model, "backend": args.backend, "dps": args.dps,
-            "n": args.n, "diagonal": args.diagonal, "correction": "finite-p" if args.finite_p else None}
+            "n": args.n, "diagonal": args.diagonal, "correction": "finite-p" if args.finite_p else None,
+            "error": args.error}
 
 
 def _print_table(args, data, geometry, several: bool) -> None:
@@ -328,7 +361,7 @@ def _print_table(args, data, geometry, several: bool) -> None:
         print(f"signal strength t = {fmt(data['t'])}; attention theory: {theory}")
     elif "t" in data:
         print(f"signal strength t per c (column t); attention theory: {theory}")
-    keys = [k for k in ("E_attention", "E_linear") if k in data]
+    keys = [k for k in ("E_attention", "E_linear", "E_attention_test", "E_linear_test") if k in data]
 
     def cell(v):
         return "failed" if v is None or v != v else fmt(v, 8)

@@ -18,6 +18,7 @@ from ..errors import RealWeightsUnavailable
 from ..montecarlo import blas_threads
 from .a1zero import make_a1zero, plan_a1zero
 from .aligned import make_aligned, plan_aligned
+from .generalization import make_generalization, plan_generalization
 from .minilm import make_minilm, plan_minilm
 from .minilm_w import make_minilm_w, plan_minilm_w
 from .mu0 import make_mu0, plan_mu0
@@ -43,6 +44,8 @@ FIGURES: dict[str, tuple[Callable, Callable]] = {
     "residual": (plan_residual, make_residual),
     "softmax": (plan_softmax, make_softmax),
     "minilm_heads": (plan_minilm_heads, make_minilm_heads),
+    # beyond memorisation: the test error of the readout (docs/theory.md §14)
+    "generalization": (plan_generalization, make_generalization),
 }
 
 

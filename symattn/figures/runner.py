@@ -82,6 +82,12 @@ class Settings:
     ridge_gamma_small: float = 1e-5
     ridge_c: tuple = (512, 128)      # (n, p) of panel (c): E_LR over ‖μ‖² at γ = ridge_gamma_small
     ridge_c_snrs: tuple = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+    # train against test error (fig_generalization, docs/theory.md §14): activation, c values, signals, γ
+    gen_activation: str = "tanh"
+    gen_cs: tuple = (0.5, 1.0, 2.0)
+    gen_snr: float = 1.0
+    gen_gammas: tuple = (0.01, 0.1, 1.0, 10.0)
+    gen_draws: int = 6
     # Monte Carlo backend
     backend: str = "numpy"
     device: str | None = None
@@ -95,7 +101,7 @@ FULL = Settings(name="full", n=1500, draws=8, curve_points=49, mu0_gammas=(1e-3,
                 real_draws=8, real_ranks=(0, 1, 2, 4, 8), real_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0),
                 gw_layers=(0, 1, 2, 3, 4, 5), gw_heads=(None,) + tuple(range(12)), gw_gammas=(0.01, 0.1, 1.0, 10.0),
                 gw_draws=16, gw_curve_points=9, ridge_draws=4, ridge_a=(256, 1024), ridge_b_n=2048,
-                ridge_c=(1024, 256))
+                ridge_c=(1024, 256), gen_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0, 100.0), gen_draws=16)
 #: The paper's sizes: Figure 1 (ridge regression, ‖μ‖² = 1) at (a) p = 2048, n = 512, γ = 1e-4..1e2;
 #: (b) n = 4096, γ = 1e-5, p swept; (c) p = 512, n = 2048, γ = 1e-5, ‖μ‖² swept; and the
 #: attention figures at n = 2048 (``symattn reproduce --paper``, best with ``--scheduler``).
@@ -124,6 +130,8 @@ class Job:
     #: keywords of a layer variant passed on to :func:`symattn.simulate` (``residual``, ``heads``, ``readout``,
     #: ``kernel``, ``temperature``; docs/theory.md §13), None for the plain layer
     variant: dict | None = None
+    #: which errors to simulate: ('train',), or with 'test' the readout on a fresh sequence (docs/theory.md §14)
+    error: tuple = ("train",)
 
 
 class Runner:
@@ -173,6 +181,18 @@ class Runner:
         if linear:
             self.jobs[key].models = ("attention", "linear")
         return key
+
+    def generalization(self, f, c, geometry=None):
+        """A train-and-test job (docs/theory.md §14) of attention and linear regression at n = settings.n."""
+        from ..activations.activation import activation
+        from ..model import as_geometry
+
+        s = self.settings
+        f = activation(f)
+        geo = as_geometry(geometry)
+        key = ("gen", f.name, float(c), geo.gram.tobytes(), geo.rank)
+        return self.add(key, Job(f=f, n=s.n, c=float(c), gammas=tuple(sorted(map(float, s.gen_gammas))),
+                                 draws=s.gen_draws, geometry=geo, error=("train", "test")))
 
     def ridge(self, n, c, gammas, snr):
         """A linear-regression-only job (E_LR of the paper's Figure 1) at n, c and ‖μ‖² = ``snr``."""
@@ -261,7 +281,7 @@ def simulate_job(job: Job, s: Settings, draws=None, seed=None):
     kw.update(job.variant or {})  # residual / heads / softmax (docs/theory.md §13)
     return simulate(job.f, n=job.n, c=job.c, gamma=job.gammas, draws=job.draws if draws is None else draws,
                     seed=s.seed if seed is None else seed, backend=s.backend, device=s.device,
-                    diagonal=job.diagonal, progress=False, models=job.models, **kw)
+                    diagonal=job.diagonal, progress=False, models=job.models, error=job.error, **kw)
 
 
 def simulate_draw(job: Job, s: Settings, k: int):
@@ -313,7 +333,7 @@ def _run_on_dask(client, todo, s: Settings, finish, bar):
 #: Version of the cache files (a change makes every older cached job a miss).
 CACHE_FORMAT = 1
 
-_RESULT_ARRAYS = ("gamma", "attention", "linear", "attention_trace", "linear_trace")
+_RESULT_ARRAYS = ("gamma", "attention", "linear", "attention_trace", "linear_trace", "attention_test", "linear_test")
 _RESULT_META = ("n", "p", "c", "draws", "seed", "backend", "device", "dtype", "diagonal", "activation", "seconds")
 
 
@@ -348,6 +368,8 @@ def job_description(job: Job, s: Settings) -> dict | None:
     geo = None if job.W is not None or job.mu is not None else as_geometry(job.geometry)
     extra = {} if not job.variant else {"variant": {k: ([array_digest(h) for h in v] if k == "heads" else v)
                                                     for k, v in sorted(job.variant.items())}}
+    if tuple(job.error) != ("train",):
+        extra["error"] = list(job.error)
     return {**extra, "format": CACHE_FORMAT, "symattn": __version__,
             "activation": {"name": str(f.name), "expr": sympy.srepr(f.expr)},
             "n": int(job.n), "c": float(job.c), "gammas": [float(g) for g in job.gammas], "draws": int(job.draws),

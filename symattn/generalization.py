@@ -1,0 +1,325 @@
+r"""The generalisation (test) error of the ridge readout: theory of docs/theory.md §14.
+
+The readout is fitted on one sequence, β = (ΦΦᵀ/n + γ)^{-1}Φy/n, and tested on a fresh sequence
+(X′, y′) of the same law (same μ and W): E_test(γ) = E (1/n)‖y′ − Φ′ᵀβ‖². Since (X′, y′) is
+independent of β,
+
+    E_test = 1 − 2 βᵀm + βᵀ C β,   m = E[Φ′y′]/n,   C = E[Φ′Φ′ᵀ]/n,
+
+exactly. The test moments m, C are population quantities (:func:`test_moments`); the readout
+enters only through ‖β‖² = F − E_train/γ and its overlaps βᵀv with v ∈ (μ, w_K, w_Q)
+(:func:`readout_overlaps`), both from the training theory's Woodbury step.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ParameterError
+from .model import ERROR_CHOICES, check_error  # noqa: F401 - re-exported
+
+# ----------------------------------------------------------------------------- span(μ, w_K, w_Q)
+def _mul(A, B, gram):
+    r"""The product of two operators αI + VAVᵀ and βI + VBVᵀ on R^p, V = [μ, w_K, w_Q] with VᵀV = 𝔊:
+    (αβ, αB + βA + A𝔊B)."""
+    (a, Am), (b, Bm) = A, B
+    return a * b, a * Bm + b * Am + Am @ gram @ Bm
+
+
+def test_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
+    r"""The test moments m = E[Φ′y′]/n and C = E[Φ′Φ′ᵀ]/n in the span of V = [μ, w_K^(1..r), w_Q^(1..r)].
+
+    For the linearised kernel K = a1(XᵀWX/p − I) + sN/√p + dI (docs/theory.md §4) each feature
+    column is φ_j = a1 S_{−j}Wx_j + d x_j + sX_{−j}n_j/√p (S_{−j} = Σ_{i≠j}x_ix_iᵀ/p, independent of
+    x_j), so with Σ = E[xxᵀ] = I + μμᵀ, E[S] = Σ/c and E[SAS] = ΣAΣ/c² + (tr A/p)Σ/c:
+
+    .. math::
+
+        m = \frac{a_1}{c}\Sigma W\mu + d\,\mu,\qquad
+        C = \frac{a_1^2}{c^2}\Sigma W\Sigma W^\top\Sigma + \Big(\frac{a_1^2}{c} + d^2 + \frac{s^2}{c}\Big)\Sigma
+            + \frac{a_1d}{c}\big(\Sigma W\Sigma + \Sigma W^\top\Sigma\big).
+
+    Linear regression (Φ = X): m = μ, C = Σ.
+
+    Parameters
+    ----------
+    a1, s2, d : float
+        The kernel constants a1, s² = ν − a1² and the diagonal d (or d_n).
+    c : float
+        p/n.
+    gram : numpy.ndarray
+        𝔊, the (1+2r)×(1+2r) Gram matrix of (μ, w_K, w_Q).
+    rank : int
+        r.
+    model : {'attention', 'linear'}
+
+    Returns
+    -------
+    tuple
+        ``(m_coef, C_scalar, C_matrix)``: m = V m_coef and C = C_scalar I + V C_matrix Vᵀ.
+
+    Examples
+    --------
+    >>> m, Cs, Cm = test_moments(0.6, 0.03, 0.0, 0.5, np.zeros((3, 3)), 1)
+    >>> round(Cs, 6)          # μ = w = 0: C = (a1²/c² + a1²/c + s²/c) I
+    2.22
+    """
+    k = gram.shape[0]
+    zero = np.zeros((k, k), dtype=gram.dtype)
+    e0 = np.zeros(k, dtype=gram.dtype)
+    e0[0] = 1
+    sig = (1, zero.copy())
+    sig[1][0, 0] = 1
+    if model == "linear":
+        return e0, 1, sig[1]
+    P = zero.copy()
+    for j in range(rank):
+        P[1 + j, 1 + rank + j] = 1
+    W, WT = (1, P), (1, P.T.copy())
+
+    def mul(*ops):
+        out = ops[0]
+        for o in ops[1:]:
+            out = _mul(out, o, gram)
+        return out
+
+    SW = mul(sig, W)
+    m = (a1 / c) * (SW[0] * e0 + SW[1] @ gram @ e0) + d * e0
+    big = mul(sig, W, sig, WT, sig)
+    SWS, SWTS = mul(SW, sig), mul(sig, WT, sig)
+    iso = a1 * a1 / c + d * d + s2 / c
+    Cs = (a1 * a1 / (c * c)) * big[0] + iso * sig[0] + (a1 * d / c) * (SWS[0] + SWTS[0])
+    Cm = (a1 * a1 / (c * c)) * big[1] + iso * sig[1] + (a1 * d / c) * (SWS[1] + SWTS[1])
+    return m, Cs, Cm
+
+
+# ----------------------------------------------------------------------------- the readout β
+def readout_overlaps(result):
+    r"""βᵀv for v = μ, w_K^(1..r), w_Q^(1..r) at a solved point of the attention theory (docs/theory.md §14.2).
+
+    β = (Φ/√n)Qŷ is the p-block of H^{-1}[ŷ; 0], so βᵀv = [0; v]ᵀH^{-1}[ŷ; 0]. Woodbury on
+    H = H0 + UĈUᵀ (§6.6) with v added to the p-basis at zero coupling gives
+    βᵀv = R_v · w, w = (I + ĈΓ)^{-1}e_{b0} (the solver's own vector, F = (Γw)_0), where R_v, the
+    Gram row of v against the basis, is that of a0 = μ with 𝔊_{0l} replaced by 𝔊_{vl}:
+
+    .. math::
+
+        R_v[b_{2+l}] = \mathfrak G_{vl}T_{QK}^{(1)}/\sqrt c,\quad R_v[a_0] = \mathfrak G_{v0}(T_{KQK}^{(1)} - 1),\quad
+        R_v[a_{2+l}] = \mathfrak G_{vl}(T_{KQK}^{(2)} - 1/c),
+
+    and 0 against b0, b1, a1 (they carry ŷ, independent of Z and N).
+
+    Parameters
+    ----------
+    result : symattn.theory.TheoryResult
+        A result of the asymptotic attention theory (model 'attention' or 'both').
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``result.shape + (1 + 2r,)``, in the result's numbers.
+
+    Examples
+    --------
+    >>> from symattn import Geometry
+    >>> from symattn.theory import solve
+    >>> r = solve("tanh", c=0.5, gamma=1.0, geometry=Geometry.aligned(1.0))
+    >>> o = readout_overlaps(r)
+    >>> bool(np.allclose(o, o[..., :1]))          # w_K = w_Q = μ: the three overlaps agree
+    True
+    """
+    G, Gam, Ch = result.gram, result.Gamma, result.C_hat
+    rank = (G.shape[0] - 1) // 2
+    N = 3 + 2 * rank
+    ctx = _context(result)
+    P = int(np.prod(result.shape, dtype=int))
+    Gam = np.asarray(Gam).reshape(P, 2 * N, 2 * N)
+    Ch = np.asarray(Ch).reshape(P, 2 * N, 2 * N)
+    T = np.asarray(result.traces["T_QK1"]).reshape(P)
+    U1 = np.asarray(result.centred_traces["U_KQK1"]).reshape(P)
+    U2 = np.asarray(result.centred_traces["U_KQK2"]).reshape(P)
+    with ctx:
+        out = _overlap_rows(ctx, G, Gam, Ch, T, U1, U2, np.broadcast_to(result.c, result.shape).reshape(P), N)
+    return out.reshape(result.shape + (G.shape[0],))
+
+
+def _overlap_rows(ctx, G, Gam, Ch, T, U1, U2, c, N):
+    P = Gam.shape[0]
+    gram = ctx.convert(G)
+    out = np.full((P, G.shape[0]), np.nan, dtype=Gam.dtype)
+    ok = np.array([bool(np.all(ctx.isfinite(Gam[i]))) and bool(np.all(ctx.isfinite(Ch[i]))) for i in range(P)])
+    if ok.any():
+        eye = ctx.convert(np.eye(2 * N))
+        e0 = eye[0]
+        A = eye[None] + Ch[ok] @ Gam[ok]
+        w = ctx.solve(A, np.broadcast_to(e0, (int(ok.sum()), 2 * N)))
+        sqc = ctx.sqrt(ctx.convert(c)[ok])
+        wb, wa0, wa = w[:, 2:N], w[:, N], w[:, N + 2:]
+        out[ok] = ((T[ok] / sqc)[:, None] * (wb @ gram.T) + U2[ok][:, None] * (wa @ gram.T)
+                   + (U1[ok] * wa0)[:, None] * gram[:, 0][None, :])
+    return out
+
+
+def _context(result):
+    from .backends.context import context
+
+    return context(result.parameters["backend"], result.parameters["dps"])
+
+
+def test_error_from_readout(E_train, F, gamma, overlaps, moments):
+    r"""E_test = 1 − 2 oᵀm + C_s‖β‖² + oᵀC_m o with ‖β‖² = F − E_train/γ (docs/theory.md §14.1).
+
+    ‖β‖² = ŷᵀQ(ΦᵀΦ/n)Qŷ = ŷᵀQŷ − γŷᵀQ²ŷ; o = Vᵀβ are the overlaps and (m, C_s, C_m) the test
+    moments of :func:`test_moments` (m = V m_coef, C = C_s I + V C_m Vᵀ).
+
+    Parameters
+    ----------
+    E_train, F, gamma : array_like
+        The training error, F(γ) and γ, broadcast together.
+    overlaps : array_like
+        o, shape ``broadcast + (1 + 2r,)``.
+    moments : tuple
+        ``(m_coef, C_scalar, C_matrix)``, or a sequence of them per point (then shape ``(P, ...)``).
+
+    Returns
+    -------
+    tuple
+        ``(E_test, norm2)``: the test error and ‖β‖².
+
+    Examples
+    --------
+    >>> m = test_moments(0.0, 0.0, 0.0, 1.0, np.eye(3), 1, model="linear")
+    >>> E, b2 = test_error_from_readout(0.5, 1.0, 1.0, np.array([0.2, 0.0, 0.0]), m)
+    >>> round(float(b2), 12), round(float(E), 12)     # 1 − 2·0.2 + 0.5 + 0.2²
+    (0.5, 1.14)
+    """
+    m, Cs, Cm = moments
+    norm2 = F - E_train / gamma
+    o = np.asarray(overlaps)
+    lin = (o * np.asarray(m)).sum(axis=-1)
+    quad = (o * np.einsum("...ij,...j->...i", np.asarray(Cm), o)).sum(axis=-1)
+    return 1 - 2 * lin + np.asarray(Cs) * norm2 + quad, norm2
+
+
+
+def linear_overlaps(ctx, c, gamma, gram, F):
+    r"""βᵀv of ridge regression on X, v = μ, w_K, w_Q (docs/theory.md §14.3).
+
+    With XᵀX/n = ZᵀZ/n + U C Uᵀ, U = [ŷ, Zᵀμ/√n], C = [[m2, 1], [1, 0]] (§3), Woodbury gives
+    βᵀμ = m2 γ m̃ F_LR, m̃ = [−(1−c+γ) + √((1−c+γ)² + 4cγ)]/(2cγ); by the invariance of Z on the
+    complement of μ, βᵀw = (μᵀw/m2) βᵀμ.
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> o = linear_overlaps(FloatContext(), 0.5, 1.0, np.ones((3, 3)), 0.5)
+    >>> o.round(6).tolist()      # m̃ = (−0.5 + √2.25)/1 = 1: βᵀμ = 1·1·1·0.5
+    [0.5, 0.5, 0.5]
+    """
+    c, gamma, F = ctx.convert(c), ctx.convert(gamma), ctx.convert(F)
+    G = ctx.convert(gram)
+    m2 = G[0, 0]
+    if m2 == 0:
+        return np.zeros(np.shape(F) + (G.shape[0],), dtype=np.asarray(F).dtype) * F[..., None]
+    b = 1 - c + gamma
+    mt = (-b + ctx.sqrt(b * b + 4 * c * gamma)) / (2 * c * gamma)
+    o0 = m2 * gamma * mt * F
+    return o0[..., None] * (G[0] / m2)
+
+
+def _kernel_d(constants, P):
+    """d (or d_n) per point, flat (P,)."""
+    d = np.asarray(constants.d, dtype=object if not isinstance(constants.d, (float, int, np.ndarray))
+                   else None)
+    return np.broadcast_to(d.reshape(-1) if d.ndim else d, (P,))
+
+
+def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
+               dps: int | None = None, n: int | None = None, diagonal: str = "f", errors: str = "raise",
+               method: str | None = None):
+    r"""The deterministic-equivalent test (generalisation) error E_test(γ) of the paper's model (docs/theory.md §14).
+
+    E_test = 1 − 2βᵀm + βᵀCβ (exact, β independent of the test sequence), with the test moments m, C of
+    :func:`test_moments`, ‖β‖² = F − E_train/γ and the overlaps Vᵀβ of :func:`readout_overlaps`
+    (attention) or :func:`linear_overlaps` (linear regression), all from :func:`symattn.theory.solve`.
+
+    Parameters
+    ----------
+    f, c, gamma, geometry, model, backend, dps, n, diagonal, errors, method
+        As :func:`symattn.theory.solve` (γ > 0; no finite-p correction: it has no traces).
+
+    Returns
+    -------
+    TheoryResult
+        ``attention``/``linear`` hold E_test, ``error`` is 'test', and ``readout[model]`` holds
+        ``E_train``, ``norm2`` (‖β‖²) and ``overlaps`` (βᵀμ, βᵀw_K, βᵀw_Q).
+
+    Raises
+    ------
+    ConvergenceError
+        When a point's E_test is not finite or negative (``errors='raise'``).
+
+    Examples
+    --------
+    >>> from symattn import Geometry
+    >>> r = solve_test("tanh", c=0.5, gamma=[0.1, 1.0], model="both")
+    >>> bool(np.all(r.attention > r.linear) and np.all(r.linear > 1))   # μ = 0: E_test = 1 + C‖β‖² > 1
+    True
+    >>> r = solve_test("tanh", c=0.5, gamma=1.0, geometry=Geometry.aligned(2.0), model="both")
+    >>> bool(r.attention < 1 and r.linear < 1)                          # a signal: both beat the zero predictor
+    True
+    """
+    from .errors import ConvergenceError, FailedPointsWarning
+    from .model import as_geometry
+    from .theory import TheoryResult, solve
+
+    if np.any(np.asarray(gamma, dtype=float) <= 0):
+        raise ParameterError("gamma", gamma, "gamma > 0 for the test error (its γ → 0 limit diverges at c = 1)")
+    r = solve(f, c=c, gamma=gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
+              diagonal=diagonal, errors=errors, method=method)
+    geo = as_geometry(geometry)
+    ctx = _context(r)
+    shape, P = r.shape, int(np.prod(r.shape, dtype=int))
+    cf = np.broadcast_to(r.c, shape).reshape(P).astype(float)
+    g = ctx.convert(np.broadcast_to(r.gamma, shape).reshape(P))
+    with ctx:   # mpmath numbers at the result's digits
+        out, readout = {}, {}
+        for name in ("attention", "linear") if model == "both" else (model,):
+            E = ctx.convert(np.asarray(getattr(r, name)).reshape(P))
+            F = ctx.convert(np.asarray(getattr(r, "F_" + name)).reshape(P))
+            if name == "attention":
+                o = readout_overlaps(r).reshape(P, -1)
+                k = r.constants
+                d = _kernel_d(k, P)
+                moments = [test_moments(k.a1, k.s2, d[i], ctx.scalar(cf[i]), ctx.convert(geo.gram), geo.rank)
+                           for i in range(P)]
+            else:
+                o = linear_overlaps(ctx, cf, g, geo.gram, F).reshape(P, -1)
+                moments = [test_moments(0, 0, 0, 1, ctx.convert(geo.gram), geo.rank, model="linear")] * P
+            m = np.stack([mo[0] for mo in moments])
+            Cs = np.array([mo[1] for mo in moments], dtype=o.dtype)
+            Cm = np.stack([mo[2] for mo in moments])
+            Et, norm2 = test_error_from_readout(E, F, g, o, (m, Cs, Cm))
+            bad = ~np.asarray(ctx.isfinite(Et)) | (np.asarray(ctx.isfinite(Et)) & (Et.astype(float) < 0))
+            failed_here = bad & np.asarray(ctx.isfinite(E))
+            if failed_here.any():
+                idx = int(np.flatnonzero(failed_here)[0])
+                point = {"c": float(cf[idx]), "gamma": float(g[idx]), "model": name}
+                if errors == "raise":
+                    raise ConvergenceError(f"the test error of the {name} model is {Et[idx]} (not a mean square)",
+                                           point=point)
+                r.failures.extend({**point, "reason": "test error not finite or negative"}
+                                  for point in ({"c": float(cf[i]), "gamma": float(g[i]), "model": name}
+                                                for i in np.flatnonzero(failed_here)))
+                import warnings
+
+                warnings.warn(FailedPointsWarning(f"{int(failed_here.sum())} test-error point(s) failed and are NaN",
+                                                  r.failures), stacklevel=2)
+            Et = np.where(bad, np.nan, Et)
+            out[name] = Et.reshape(shape)
+            readout[name] = {"E_train": E.reshape(shape), "norm2": norm2.reshape(shape),
+                             "overlaps": o.reshape(shape + (o.shape[-1],))}
+    return TheoryResult(c=r.c, gamma=r.gamma, model=model, attention=out.get("attention"), linear=out.get("linear"),
+                        F_attention=r.F_attention, F_linear=r.F_linear, bulk=r.bulk, residuals=r.residuals,
+                        iterations=r.iterations, precision=r.precision, closed=r.closed, failures=r.failures,
+                        parameters={**r.parameters, "error": "test"}, constants=r.constants, error="test",
+                        readout=readout)
