@@ -6,16 +6,17 @@ independent of β,
 
     E_test = 1 − 2 βᵀm + βᵀ C β,   m = E[Φ′y′]/n,   C = E[Φ′Φ′ᵀ]/n,
 
-exactly. The test moments m, C are population quantities (:func:`test_moments`); the readout
+exactly. The test moments m, C are population quantities (:func:`population_moments`); the readout
 enters only through ‖β‖² = F − E_train/γ and its overlaps βᵀv with v ∈ (μ, w_K, w_Q)
 (:func:`readout_overlaps`), both from the training theory's Woodbury step.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .errors import ParameterError
-from .model import ERROR_CHOICES, check_error  # noqa: F401 - re-exported
 
 # ----------------------------------------------------------------------------- span(μ, w_K, w_Q)
 def _mul(A, B, gram):
@@ -25,7 +26,7 @@ def _mul(A, B, gram):
     return a * b, a * Bm + b * Am + Am @ gram @ Bm
 
 
-def test_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
+def population_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
     r"""The test moments m = E[Φ′y′]/n and C = E[Φ′Φ′ᵀ]/n in the span of V = [μ, w_K^(1..r), w_Q^(1..r)].
 
     For the linearised kernel K = a1(XᵀWX/p − I) + sN/√p + dI (docs/theory.md §4) each feature
@@ -59,7 +60,7 @@ def test_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
 
     Examples
     --------
-    >>> m, Cs, Cm = test_moments(0.6, 0.03, 0.0, 0.5, np.zeros((3, 3)), 1)
+    >>> m, Cs, Cm = population_moments(0.6, 0.03, 0.0, 0.5, np.zeros((3, 3)), 1)
     >>> round(Cs, 6)          # μ = w = 0: C = (a1²/c² + a1²/c + s²/c) I
     2.22
     """
@@ -165,11 +166,11 @@ def _context(result):
     return context(result.parameters["backend"], result.parameters["dps"])
 
 
-def test_error_from_readout(E_train, F, gamma, overlaps, moments):
+def error_from_readout(E_train, F, gamma, overlaps, moments):
     r"""E_test = 1 − 2 oᵀm + C_s‖β‖² + oᵀC_m o with ‖β‖² = F − E_train/γ (docs/theory.md §14.1).
 
     ‖β‖² = ŷᵀQ(ΦᵀΦ/n)Qŷ = ŷᵀQŷ − γŷᵀQ²ŷ; o = Vᵀβ are the overlaps and (m, C_s, C_m) the test
-    moments of :func:`test_moments` (m = V m_coef, C = C_s I + V C_m Vᵀ).
+    moments of :func:`population_moments` (m = V m_coef, C = C_s I + V C_m Vᵀ).
 
     Parameters
     ----------
@@ -187,8 +188,8 @@ def test_error_from_readout(E_train, F, gamma, overlaps, moments):
 
     Examples
     --------
-    >>> m = test_moments(0.0, 0.0, 0.0, 1.0, np.eye(3), 1, model="linear")
-    >>> E, b2 = test_error_from_readout(0.5, 1.0, 1.0, np.array([0.2, 0.0, 0.0]), m)
+    >>> m = population_moments(0.0, 0.0, 0.0, 1.0, np.eye(3), 1, model="linear")
+    >>> E, b2 = error_from_readout(0.5, 1.0, 1.0, np.array([0.2, 0.0, 0.0]), m)
     >>> round(float(b2), 12), round(float(E), 12)     # 1 − 2·0.2 + 0.5 + 0.2²
     (0.5, 1.14)
     """
@@ -198,7 +199,6 @@ def test_error_from_readout(E_train, F, gamma, overlaps, moments):
     lin = (o * np.asarray(m)).sum(axis=-1)
     quad = (o * np.einsum("...ij,...j->...i", np.asarray(Cm), o)).sum(axis=-1)
     return 1 - 2 * lin + np.asarray(Cs) * norm2 + quad, norm2
-
 
 
 def linear_overlaps(ctx, c, gamma, gram, F):
@@ -239,7 +239,7 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
     r"""The deterministic-equivalent test (generalisation) error E_test(γ) of the paper's model (docs/theory.md §14).
 
     E_test = 1 − 2βᵀm + βᵀCβ (exact, β independent of the test sequence), with the test moments m, C of
-    :func:`test_moments`, ‖β‖² = F − E_train/γ and the overlaps Vᵀβ of :func:`readout_overlaps`
+    :func:`population_moments`, ‖β‖² = F − E_train/γ and the overlaps Vᵀβ of :func:`readout_overlaps`
     (attention) or :func:`linear_overlaps` (linear regression), all from :func:`symattn.theory.solve`.
 
     Parameters
@@ -290,15 +290,15 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
                 o = readout_overlaps(r).reshape(P, -1)
                 k = r.constants
                 d = _kernel_d(k, P)
-                moments = [test_moments(k.a1, k.s2, d[i], ctx.scalar(cf[i]), ctx.convert(geo.gram), geo.rank)
+                moments = [population_moments(k.a1, k.s2, d[i], ctx.scalar(cf[i]), ctx.convert(geo.gram), geo.rank)
                            for i in range(P)]
             else:
                 o = linear_overlaps(ctx, cf, g, geo.gram, F).reshape(P, -1)
-                moments = [test_moments(0, 0, 0, 1, ctx.convert(geo.gram), geo.rank, model="linear")] * P
+                moments = [population_moments(0, 0, 0, 1, ctx.convert(geo.gram), geo.rank, model="linear")] * P
             m = np.stack([mo[0] for mo in moments])
             Cs = np.array([mo[1] for mo in moments], dtype=o.dtype)
             Cm = np.stack([mo[2] for mo in moments])
-            Et, norm2 = test_error_from_readout(E, F, g, o, (m, Cs, Cm))
+            Et, norm2 = error_from_readout(E, F, g, o, (m, Cs, Cm))
             bad = ~np.asarray(ctx.isfinite(Et)) | (np.asarray(ctx.isfinite(Et)) & (Et.astype(float) < 0))
             failed_here = bad & np.asarray(ctx.isfinite(E))
             if failed_here.any():
@@ -310,8 +310,6 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
                 r.failures.extend({**point, "reason": "test error not finite or negative"}
                                   for point in ({"c": float(cf[i]), "gamma": float(g[i]), "model": name}
                                                 for i in np.flatnonzero(failed_here)))
-                import warnings
-
                 warnings.warn(FailedPointsWarning(f"{int(failed_here.sum())} test-error point(s) failed and are NaN",
                                                   r.failures), stacklevel=2)
             Et = np.where(bad, np.nan, Et)

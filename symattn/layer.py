@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ParameterError
-from .model import MODELS, check_diagonal, check_heads, check_mu, check_variant_flags, check_weights
+from .model import MODELS, check_diagonal, check_error, check_heads, check_mu, check_variant_flags, check_weights
 
 __all__ = ["Layer", "Engine", "THEORY_ENGINES", "memorization_error", "simulate", "resolve_weights",
            "resolve_heads", "tiled", "SIGNALS"]
@@ -605,7 +605,6 @@ class Layer:
         >>> r.parameters["engine"], r.E["attention"].shape
         ('sum', (2,))
         """
-        from .generalization import check_error
         from .theory import ERRORS_CHOICES, MODEL_CHOICES
 
         error = check_error(error)
@@ -1034,7 +1033,7 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
 
     β = (ΦΦᵀ/n + γ)^{-1}Φy/n is fitted on one sequence and tested on a fresh one (X′, y′) of the same
     law: E_test(γ) = E (1/n)‖y′ − Φ′ᵀβ‖² = 1 − 2βᵀm + βᵀCβ, with the test moments
-    m = E[Φ′y′]/n, C = E[Φ′Φ′ᵀ]/n (:func:`symattn.generalization.test_moments`), ‖β‖² = F − E_train/γ
+    m = E[Φ′y′]/n, C = E[Φ′Φ′ᵀ]/n (:func:`symattn.generalization.population_moments`), ‖β‖² = F − E_train/γ
     and the overlaps βᵀμ, βᵀw of the training theory. Linear regression (model 'linear' or 'both')
     is ridge on X, m = μ, C = I + μμᵀ.
 

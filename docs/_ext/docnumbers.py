@@ -392,7 +392,7 @@ def substitutions() -> dict[str, str]:
     out["minilm_w_linear_agree"] = count(lin_ok, len(minilm_w_rows()))
     out.update(minilm_w_quick())
     # the paper's Figure 1 and the layer variants (docs/gallery.md §0, §5)
-    for fig in ("ridge", "heads", "residual", "softmax"):
+    for fig in ("ridge", "heads", "residual", "softmax", "generalization"):
         ok, total, gap = agreement(fig)
         out[f"{fig}_agree"] = count(ok, total)
         out[f"{fig}_max_gap"] = pct(gap)

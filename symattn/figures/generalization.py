@@ -86,7 +86,7 @@ def make_generalization(s: Settings, runner: Runner, out: Path) -> FigureResult:
         ax.set_yscale("log")
         finish_axes(ax, r"ridge $\gamma$", title + rf", $c={c:g}$", ylabel=r"MSE: train $E$, test $E_{test}$")
         if panel == "a":
-            add_legend(ax, entries, loc="upper left", fontsize="x-small")
+            add_legend(ax, entries, loc="upper right", fontsize="x-small")
 
     # (d) E_test over c at the smallest γ, with the signal: the interpolation peak at c = 1
     ax, g0 = axes[3], float(gam.min())

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -61,8 +62,6 @@ def grid_rows(f: str, c: float, snr: float, n: int, draws: int, gammas=GAMMAS, s
     rows = []
     for error, values, sems in (("train", mc.attention_mean, mc.attention_sem),
                                 ("test", mc.attention_test_mean, mc.attention_test_sem)):
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # the atlas' accuracy warnings are of the train error
             th = np.asarray(layer.theory(c, list(gammas), geometry=geo, n=n, error=error).E, dtype=float)
