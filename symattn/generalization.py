@@ -211,9 +211,9 @@ def linear_overlaps(ctx, c, gamma, gram, F):
     Examples
     --------
     >>> from symattn.backends.context import FloatContext
-    >>> o = linear_overlaps(FloatContext(), 0.5, 1.0, np.ones((3, 3)), 0.5)
-    >>> o.round(6).tolist()      # m̃ = (−0.5 + √2.25)/1 = 1: βᵀμ = 1·1·1·0.5
-    [0.5, 0.5, 0.5]
+    >>> o = linear_overlaps(FloatContext(), 1.0, 0.5, np.ones((3, 3)), 0.5)
+    >>> o.round(6).tolist()      # c = 1, γ = ½: m̃ = (−½ + √(¼ + 2))/1 = 1, βᵀμ = 1·½·1·½
+    [0.25, 0.25, 0.25]
     """
     c, gamma, F = ctx.convert(c), ctx.convert(gamma), ctx.convert(F)
     G = ctx.convert(gram)

@@ -373,7 +373,8 @@ def _print_table(args, data, geometry, several: bool) -> None:
             return "-"
         return a["flag"] if a["flag"] != "miss" or a["gap"] is None else f"miss {100 * a['gap']:+.0f}%"
 
-    atlas_col = ["atlas"] if acc is not None else []
+    # the atlas measured the training error: say so when a test column stands beside it
+    atlas_col = [] if acc is None else ["atlas (train)" if "E_attention_test" in keys else "atlas"]
     if not several:
         rows = [[fmt(g)] + [cell(data[k][i]) for k in keys] + ([atlas(acc[i])] if acc is not None else [])
                 for i, g in enumerate(data["gamma"])]
