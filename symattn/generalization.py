@@ -31,7 +31,8 @@ def population_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
 
     For the linearised kernel K = a1(XᵀWX/p − I) + sN/√p + dI (docs/theory.md §4) each feature
     column is φ_j = a1 S_{−j}Wx_j + d x_j + sX_{−j}n_j/√p (S_{−j} = Σ_{i≠j}x_ix_iᵀ/p, independent of
-    x_j), so with Σ = E[xxᵀ] = I + μμᵀ, E[S] = Σ/c and E[SAS] = ΣAΣ/c² + (tr A/p)Σ/c:
+    x_j), so with Σ = E[xxᵀ] = I + μμᵀ, E[S] = Σ/c and E[SAS] = ΣAΣ/c² + (tr AΣ/p)Σ/c
+    (tr AΣ/p → 1 for A = WΣWᵀ, W = I + low rank):
 
     .. math::
 
@@ -95,7 +96,7 @@ def population_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
 
 # ----------------------------------------------------------------------------- the readout β
 def readout_overlaps(result):
-    r"""βᵀv for v = μ, w_K^(1..r), w_Q^(1..r) at a solved point of the attention theory (docs/theory.md §14.2).
+    r"""βᵀv for v = μ, w_K^(1..r), w_Q^(1..r) at a solved point of the attention theory (docs/theory.md §14.3).
 
     β = (Φ/√n)Qŷ is the p-block of H^{-1}[ŷ; 0], so βᵀv = [0; v]ᵀH^{-1}[ŷ; 0]. Woodbury on
     H = H0 + UĈUᵀ (§6.6) with v added to the p-basis at zero coupling gives
@@ -221,9 +222,103 @@ def linear_overlaps(ctx, c, gamma, gram, F):
     if m2 == 0:
         return np.zeros(np.shape(F) + (G.shape[0],), dtype=np.asarray(F).dtype) * F[..., None]
     b = 1 - c + gamma
-    mt = (-b + ctx.sqrt(b * b + 4 * c * gamma)) / (2 * c * gamma)
+    root = ctx.sqrt(b * b + 4 * c * gamma)
+    # the two forms of the same root, each free of cancellation on its side of b = 0
+    mt = np.where(np.asarray(ctx.to_float(b)) > 0, 2 / (b + root), (root - b) / (2 * c * gamma))
     o0 = m2 * gamma * mt * F
     return o0[..., None] * (G[0] / m2)
+
+
+def best_linear_error(ctx, m, Cs, Cm, gram):
+    r"""1 − mᵀC⁻¹m, the test error of the best readout β* = C⁻¹m: no β has a lower E_test (docs/theory.md §14.1).
+
+    With m = V m_V and C = C_s I + V C_V Vᵀ, C⁻¹V b = V(C_s I + C_V𝔊)⁻¹b, so
+    mᵀC⁻¹m = m_Vᵀ𝔊(C_s I + C_V𝔊)⁻¹m_V.
+
+    Parameters
+    ----------
+    ctx : context
+        The arithmetic (:func:`symattn.backends.context.context`).
+    m, Cs, Cm : array_like
+        The test moments of :func:`population_moments`, stacked per point: shapes (P, k), (P,), (P, k, k).
+    gram : array_like
+        𝔊 = VᵀV, k×k.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (P,).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> m, Cs, Cm = population_moments(0, 0, 0, 1, 2.0 * np.ones((3, 3)), 1, model="linear")
+    >>> E = best_linear_error(FloatContext(), m[None], np.array([Cs]), Cm[None], 2.0 * np.ones((3, 3)))
+    >>> round(float(E[0]), 12)           # linear regression, ‖μ‖² = 2: σ² = 1/(1 + 2)
+    0.333333333333
+    """
+    gram = ctx.convert(gram)
+    k = gram.shape[0]
+    A = np.asarray(Cs)[:, None, None] * ctx.convert(np.eye(k))[None] + np.asarray(Cm) @ gram
+    x = ctx.solve(A, np.asarray(m))
+    return 1 - np.einsum("pi,ij,pj->p", np.asarray(m), gram, x)
+
+
+def _cancellation(ctx, E, F, gamma, Cs, E_test, rel):
+    """The estimated relative error of E_test from ‖β‖² = F − E/γ: two numbers of size F ≈ (1 − c)/γ
+    at c < 1, γ → 0, known to a relative ``rel`` (the training theory's estimate, at least 64 ulps)."""
+    floor = 64 * ctx.eps
+    rel = np.full(len(E), floor) if rel is None else np.maximum(np.nan_to_num(rel, nan=np.inf), floor)
+    size = np.abs(ctx.to_float(F)) + np.abs(ctx.to_float(E / gamma))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = np.abs(ctx.to_float(Cs)) * rel * size / np.abs(ctx.to_float(E_test))
+    return np.where(np.isfinite(est), est, np.inf)
+
+
+def _escalate(ctx, vals, est, cf, g, name, rerun):
+    """Points whose float64 E_test is above the precision target are solved again in mpmath, at each
+    level of the digits ladder in turn (as :func:`symattn.theory.solve` does for E_A); ``vals`` and
+    ``est`` are updated in place."""
+    from .theory import ESCALATION_DPS, PRECISION_TARGET
+
+    if not ctx.escalates:
+        return
+    for dps in ctx.ladder(ESCALATION_DPS):
+        idx = np.flatnonzero(est > PRECISION_TARGET)
+        if not idx.size:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the coarser level's warnings: the checks below speak for the point
+            hi = solve_test(c=cf[idx], gamma=np.asarray(ctx.to_float(g[idx]), dtype=float), model=name,
+                            backend="mpmath", dps=dps, errors="nan", **rerun)
+        got = np.asarray(getattr(hi, name), dtype=float).reshape(-1)
+        vals["E_test"][idx] = got
+        for key in ("E_train", "norm2"):
+            vals[key][idx] = np.asarray(hi.readout[name][key], dtype=float).reshape(-1)
+        vals["overlaps"][idx] = np.asarray(hi.readout[name]["overlaps"], dtype=float).reshape(len(idx), -1)
+        est[idx] = np.where(np.isfinite(got), 64.0 * 10.0 ** -dps, np.inf)
+
+
+def _check_test(ctx, E_test, floor, est, unsolved):
+    """Reasons, point by point, why an E_test is not a result: not finite, negative, below the best
+    readout's error 1 − mᵀC⁻¹m, or not resolved within the precision limit. Points whose training
+    theory already failed (``unsolved``) are NaN with that failure's reason."""
+    from .theory import PRECISION_LIMIT
+
+    v = np.asarray(ctx.to_float(E_test), dtype=float)
+    lo = np.asarray(ctx.to_float(floor), dtype=float)
+    reasons = {}
+    for i in np.flatnonzero(~unsolved):
+        slack = 1e-12 + (est[i] if np.isfinite(est[i]) else 0.0) * abs(v[i])
+        if not np.isfinite(v[i]) or v[i] < 0:
+            reasons[i] = f"impossible value E_test={v[i]!r} (not a finite mean square)"
+        elif v[i] < lo[i] - slack:
+            reasons[i] = (f"impossible value E_test={v[i]:.6g}, below the best readout's 1 − mᵀC⁻¹m = {lo[i]:.6g} "
+                          "(docs/theory.md §14.1)")
+        elif not est[i] <= PRECISION_LIMIT:
+            reasons[i] = (f"precision: estimated relative error {est[i]:.2g} of E_test={v[i]:.6g} "
+                          "(‖β‖² = F − E/γ cancels at small c·γ), even with mpmath")
+    return reasons
 
 
 def _kernel_d(constants, P):
@@ -268,12 +363,19 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
     >>> bool(r.attention < 1 and r.linear < 1)                          # a signal: both beat the zero predictor
     True
     """
-    from .errors import ConvergenceError, FailedPointsWarning
+    from .errors import ConvergenceError, FailedPointsWarning, PrecisionWarning
     from .model import as_geometry
-    from .theory import TheoryResult, solve
+    from .theory import PRECISION_TARGET, TheoryResult, solve
 
-    if np.any(np.asarray(gamma, dtype=float) <= 0):
-        raise ParameterError("gamma", gamma, "gamma > 0 for the test error (its γ → 0 limit diverges at c = 1)")
+    from .model import check_gamma
+
+    try:
+        check_gamma(gamma)
+    except ParameterError as exc:
+        ridgeless = "its ridgeless limit is finite only for c < 1, or c > 1 with a kernel diagonal d != 0 " \
+                    "(docs/theory.md §14.5): take a small gamma"
+        raise ParameterError("gamma", exc.value, exc.allowed + " for the test error",
+                             hint=ridgeless if exc.allowed.startswith("0 <") else "") from None
     r = solve(f, c=c, gamma=gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
               diagonal=diagonal, errors=errors, method=method)
     geo = as_geometry(geometry)
@@ -281,8 +383,9 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
     shape, P = r.shape, int(np.prod(r.shape, dtype=int))
     cf = np.broadcast_to(r.c, shape).reshape(P).astype(float)
     g = ctx.convert(np.broadcast_to(r.gamma, shape).reshape(P))
+    rerun = dict(f=f, geometry=geometry, n=n, diagonal=diagonal, method=method)
+    failures, imprecise, out, readout, estimates = [], [], {}, {}, {}
     with ctx:   # mpmath numbers at the result's digits
-        out, readout = {}, {}
         for name in ("attention", "linear") if model == "both" else (model,):
             E = ctx.convert(np.asarray(getattr(r, name)).reshape(P))
             F = ctx.convert(np.asarray(getattr(r, "F_" + name)).reshape(P))
@@ -292,32 +395,42 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
                 d = _kernel_d(k, P)
                 moments = [population_moments(k.a1, k.s2, d[i], ctx.scalar(cf[i]), ctx.convert(geo.gram), geo.rank)
                            for i in range(P)]
+                rel = None if r.precision is None else np.asarray(r.precision, dtype=float).reshape(P)
             else:
                 o = linear_overlaps(ctx, cf, g, geo.gram, F).reshape(P, -1)
                 moments = [population_moments(0, 0, 0, 1, ctx.convert(geo.gram), geo.rank, model="linear")] * P
+                rel = None
             m = np.stack([mo[0] for mo in moments])
             Cs = np.array([mo[1] for mo in moments], dtype=o.dtype)
             Cm = np.stack([mo[2] for mo in moments])
             Et, norm2 = error_from_readout(E, F, g, o, (m, Cs, Cm))
-            bad = ~np.asarray(ctx.isfinite(Et)) | (np.asarray(ctx.isfinite(Et)) & (Et.astype(float) < 0))
-            failed_here = bad & np.asarray(ctx.isfinite(E))
-            if failed_here.any():
-                idx = int(np.flatnonzero(failed_here)[0])
-                point = {"c": float(cf[idx]), "gamma": float(g[idx]), "model": name}
-                if errors == "raise":
-                    raise ConvergenceError(f"the test error of the {name} model is {Et[idx]} (not a mean square)",
-                                           point=point)
-                r.failures.extend({**point, "reason": "test error not finite or negative"}
-                                  for point in ({"c": float(cf[i]), "gamma": float(g[i]), "model": name}
-                                                for i in np.flatnonzero(failed_here)))
-                warnings.warn(FailedPointsWarning(f"{int(failed_here.sum())} test-error point(s) failed and are NaN",
-                                                  r.failures), stacklevel=2)
-            Et = np.where(bad, np.nan, Et)
-            out[name] = Et.reshape(shape)
-            readout[name] = {"E_train": E.reshape(shape), "norm2": norm2.reshape(shape),
-                             "overlaps": o.reshape(shape + (o.shape[-1],))}
+            est = _cancellation(ctx, E, F, g, Cs, Et, rel)
+            floor = best_linear_error(ctx, m, Cs, Cm, geo.gram)
+            vals = {"E_test": Et, "E_train": E, "norm2": norm2, "overlaps": o}
+            _escalate(ctx, vals, est, cf, g, name, rerun)
+            Et = vals["E_test"]
+            reasons = _check_test(ctx, Et, floor, est, ~np.asarray(ctx.isfinite(E)))
+            for i, why in reasons.items():
+                failures.append({"c": float(cf[i]), "gamma": float(g[i]), "model": name, "reason": why})
+                Et[i] = np.nan
+            imprecise += [{"c": float(cf[i]), "gamma": float(g[i]), "model": name, "estimate": float(est[i])}
+                          for i in np.flatnonzero(est > PRECISION_TARGET) if i not in reasons]
+            out[name], estimates[name] = Et.reshape(shape), est.reshape(shape)
+            readout[name] = {"E_train": vals["E_train"].reshape(shape), "norm2": vals["norm2"].reshape(shape),
+                             "overlaps": vals["overlaps"].reshape(shape + (o.shape[-1],))}
+    if failures and errors == "raise":
+        point = {k: v for k, v in failures[0].items() if k != "reason"}
+        raise ConvergenceError(f"the test error of the {point['model']} model: {failures[0]['reason']}", point=point)
+    if failures:
+        r.failures.extend(failures)
+        warnings.warn(FailedPointsWarning(f"{len(failures)} test-error point(s) failed and are NaN", r.failures),
+                      stacklevel=2)
+    if imprecise:
+        warnings.warn(PrecisionWarning(f"{len(imprecise)} test-error value(s) with an estimated relative error above "
+                                       f"{PRECISION_TARGET:g}", imprecise), stacklevel=2)
     return TheoryResult(c=r.c, gamma=r.gamma, model=model, attention=out.get("attention"), linear=out.get("linear"),
                         F_attention=r.F_attention, F_linear=r.F_linear, bulk=r.bulk, residuals=r.residuals,
-                        iterations=r.iterations, precision=r.precision, closed=r.closed, failures=r.failures,
-                        parameters={**r.parameters, "error": "test"}, constants=r.constants, error="test",
+                        iterations=r.iterations, precision=estimates.get("attention"), closed=r.closed,
+                        failures=r.failures, parameters={**r.parameters, "error": "test"}, constants=r.constants,
+                        error="test",
                         readout=readout)

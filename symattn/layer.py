@@ -1055,7 +1055,7 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> bool(np.all(E["attention"] > 1))                  # no signal: worse than the zero predictor
     True
     >>> E = generalization_error("tanh", c=0.5, gamma=1.0, geometry=Geometry.aligned(1.0), model="both")
-    >>> round(float(E["linear"]), 4)                      # the closed form of docs/theory.md §14.3
+    >>> round(float(E["linear"]), 4)                      # the closed form of docs/theory.md §14.4
     0.6375
     """
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,

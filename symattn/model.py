@@ -658,7 +658,10 @@ def check_error(error, multiple: bool = False):
     ('test', ('train', 'test'), ('train', 'test'))
     """
     if multiple:
-        items = ERROR_CHOICES if error == "both" else (error,) if isinstance(error, str) else tuple(error)
+        try:
+            items = ERROR_CHOICES if error == "both" else (error,) if isinstance(error, str) else tuple(error)
+        except TypeError:   # not a string and not iterable
+            items = ()
         if not items or any(e not in ERROR_CHOICES for e in items):
             raise ParameterError("error", error, "'train', 'test', 'both' or a tuple of 'train' and 'test'")
         return tuple(e for e in ERROR_CHOICES if e in items)

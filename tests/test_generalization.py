@@ -184,6 +184,46 @@ def test_test_error_refused_where_there_is_no_theory():
         sa.memorization_error("tanh", c=0.5, gamma=1.0, error="validation")
     with pytest.raises(sa.ParameterError, match="error"):
         sa.simulate("tanh", n=20, c=0.5, gamma=[1.0], draws=1, error=("train", "holdout"))
+    for bad in (None, 1):
+        with pytest.raises(sa.ParameterError, match="error"):
+            sa.simulate("tanh", n=20, c=0.5, gamma=[1.0], draws=1, error=bad)
+    for bad in ("abc", 1 + 1j, -1.0, 1e13):
+        with pytest.raises(sa.ParameterError, match="gamma"):
+            sa.generalization_error("tanh", c=0.5, gamma=bad)
+
+
+@pytest.mark.parametrize("f", ["tanh", "relu"])
+def test_small_c_gamma_is_resolved_not_cancelled(f):
+    """‖β‖² = F − E/γ cancels when F ≈ (1 − c)/γ is huge (c·γ → 0): float64 points are solved again in
+    mpmath, so the numpy value equals a 40-digit solve, and LR equals its closed form there."""
+    c = np.array([1e-4, 1e-2])[:, None]
+    g = np.array([1e-12, 1e-9, 1e-6])
+    geo = sa.Geometry.aligned(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sa.PrecisionWarning)
+        E = sa.generalization_error(f, c=c, gamma=g, geometry=geo, model="both")
+    ref = sa.generalization_error(f, c=c, gamma=g, geometry=geo, model="both", backend="mpmath", dps=40)
+    for m in E:
+        assert np.max(np.abs(np.asarray(ref[m], dtype=float) / E[m] - 1)) < 1e-10, m
+    assert np.max(np.abs(E["linear"] / risk_closed_form(c, g, 1.0) - 1)) < 1e-10
+
+
+def test_no_readout_beats_the_best_linear_one():
+    """E_test ≥ 1 − mᵀC⁻¹m (β* = C⁻¹m minimises 1 − 2βᵀm + βᵀCβ), computed independently here in R^p."""
+    from symattn.backends.context import FloatContext
+    from symattn.generalization import best_linear_error
+
+    geo = sa.Geometry(snr=1.0, wk2=1.5, wq2=0.8, mu_wk=0.7, mu_wq=-0.3, wk_wq=0.2)
+    r = sa.Layer("relu").theory(np.array([0.5, 2.0])[:, None], [1e-3, 0.1, 10.0], geometry=geo, error="test")
+    k = r.constants
+    m, Cs, Cm = population_moments(k.a1, k.s2, float(np.ravel(k.d)[0]), 0.5, geo.gram, geo.rank)
+    # the same bound by brute force: V realised in R^6 with Gram 𝔊, C as a dense matrix
+    L = np.linalg.cholesky(geo.gram + 1e-15 * np.eye(3))
+    V = np.vstack([L.T, np.zeros((3, 3))])
+    mv, C = V @ m, Cs * np.eye(6) + V @ Cm @ V.T
+    dense = 1 - mv @ np.linalg.solve(C, mv)
+    assert best_linear_error(FloatContext(), m[None], np.array([Cs]), Cm[None], geo.gram)[0] == pytest.approx(dense)
+    assert np.all(r.attention[0] > dense)
 
 
 def test_mpmath_agrees_with_numpy():

@@ -321,7 +321,7 @@ def add_activation_arg(parser: argparse.ArgumentParser, positional: bool = False
 
 def add_gamma_arg(parser: argparse.ArgumentParser, required: bool = True, zero: bool = False) -> None:
     """``--gamma/-g G [G ...]``: the ridge values (``zero``: 0 is allowed, the ridgeless value where c < 1)."""
-    allowed = "0 <= gamma <= 1e12 (0: the ridgeless limit, c < 1 only)" if zero else "0 < gamma <= 1e12"
+    allowed = "0 <= gamma <= 1e12 (0: the ridgeless limit of the training error, c < 1 only)" if zero else "0 < gamma <= 1e12"
     parser.add_argument("--gamma", "-g", type=number, nargs="+", required=required, metavar="G",
                         help=f"ridge values {allowed} (one or more; a repeated --gamma adds values)")
 

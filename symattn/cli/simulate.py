@@ -70,7 +70,7 @@ def add_parser(subparsers):
     add_variant_args(p)
     p.add_argument("--error", choices=("train", "test", "both"), default="train",
                    help="train: the memorisation error (default); test: the readout scored on a fresh sequence "
-                        "per draw (docs/theory.md §14); both")
+                        "per draw (docs/theory.md §14); both: the two, columns E_*_test beside E_*")
     add_progress_flag(p)
     return finish_command(p, run)
 
