@@ -351,7 +351,15 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
     Raises
     ------
     ConvergenceError
-        When a point's E_test is not finite or negative (``errors='raise'``).
+        When a point's E_test is not finite, negative, below the best readout's 1 − mᵀC⁻¹m
+        (:func:`best_linear_error`), or not resolved to 1e-3 relative even in mpmath (``errors='raise'``;
+        with ``errors='nan'`` the point is NaN, listed in ``failures``, with a FailedPointsWarning).
+
+    Warns
+    -----
+    PrecisionWarning
+        For values returned with an estimated relative error above 1e-8. Float64 points where
+        ‖β‖² = F − E_train/γ cancels (c·γ → 0 at c < 1) are first solved again in mpmath at 30, then 60 digits.
 
     Examples
     --------
