@@ -321,6 +321,29 @@ def _check_test(ctx, E_test, floor, est, unsolved):
     return reasons
 
 
+def check_test_gamma(gamma):
+    """The ridge of the test-error theory: 0 < γ <= 1e12 (no ridgeless value), as a float array.
+
+    Examples
+    --------
+    >>> check_test_gamma([0.1, 1.0]).tolist()
+    [0.1, 1.0]
+    >>> check_test_gamma(0.0)
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid gamma=0.0: allowed 0 < gamma <= 1e+12 for the test error. the test-error theory is solved at gamma > 0 only; its gamma -> 0 limit is finite only for c < 1, or c > 1 with a kernel diagonal d != 0 (docs/theory.md §14.5): take a small gamma
+    """
+    from .model import check_gamma
+
+    try:
+        return check_gamma(gamma)
+    except ParameterError as exc:
+        ridgeless = ("the test-error theory is solved at gamma > 0 only; its gamma -> 0 limit is finite only for "
+                     "c < 1, or c > 1 with a kernel diagonal d != 0 (docs/theory.md §14.5): take a small gamma")
+        raise ParameterError("gamma", exc.value, exc.allowed + " for the test error",
+                             hint=ridgeless if exc.allowed.startswith("0 <") else "") from None
+
+
 def _kernel_d(constants, P):
     """d (or d_n) per point, flat (P,)."""
     d = np.asarray(constants.d, dtype=object if not isinstance(constants.d, (float, int, np.ndarray))
@@ -375,15 +398,7 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
     from .model import as_geometry
     from .theory import PRECISION_TARGET, TheoryResult, solve
 
-    from .model import check_gamma
-
-    try:
-        check_gamma(gamma)
-    except ParameterError as exc:
-        ridgeless = "its ridgeless limit is finite only for c < 1, or c > 1 with a kernel diagonal d != 0 " \
-                    "(docs/theory.md §14.5): take a small gamma"
-        raise ParameterError("gamma", exc.value, exc.allowed + " for the test error",
-                             hint=ridgeless if exc.allowed.startswith("0 <") else "") from None
+    check_test_gamma(gamma)
     r = solve(f, c=c, gamma=gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
               diagonal=diagonal, errors=errors, method=method)
     geo = as_geometry(geometry)

@@ -624,9 +624,9 @@ class Layer:
                 raise ParameterError(key, value if key != "mu" else "a vector",
                                      f"None (the default) with the {name!r} engine ({eng.theory})",
                                      hint=_OPTION_HINTS.get(key, ""))
-        if _zero_ridge(gamma) and (name != "paper" or error == "test"):
-            raise ParameterError("gamma", 0.0, "gamma > 0 with error='test', weights=, mu=, residual=, heads= or "
-                                 "kernel='softmax' (the ridgeless value gamma = 0 is of the paper's training error only)")
+        if _zero_ridge(gamma) and name != "paper":   # the paper's test error: solve_test says why
+            raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
+                                 "(the ridgeless value gamma = 0 is of the paper's model only)")
         if error == "test" and (name != "paper" or correction is not None):
             raise ParameterError("error", "test", f"'train' with the {name!r} engine"
                                  + (" and correction='finite-p'" if correction is not None else ""),

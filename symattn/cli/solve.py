@@ -230,10 +230,9 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     # γ = 0 is the ridgeless value (c < 1 only, :func:`symattn.memorization_error`); the others 0 < γ <= 1e12
     gamma = np.array([0.0 if z else float(check_gamma(g)) for g, z in zip(gamma, zero)], dtype=float)
     if zero.any() and "test" in errs:
-        raise ParameterError("gamma", 0.0, "0 < gamma <= 1e12 with --error test",
-                             hint="the test-error theory is solved at gamma > 0 only; its gamma -> 0 limit is finite only "
-                                  "for c < 1, or c > 1 with a kernel diagonal d != 0 (docs/theory.md §14.5); "
-                                  "take a small gamma")
+        from ..generalization import check_test_gamma
+
+        check_test_gamma(0.0)   # raises: the test error has no ridgeless value
     if zero.any() and cs.max() >= 1:
         raise ParameterError("gamma", 0.0, "0 < gamma <= 1e12; gamma = 0 (the ridgeless limit) only where c < 1",
                              hint=f"c={cs.max():g} >= 1, where the training error tends to 0 as gamma -> 0")
