@@ -1,4 +1,4 @@
-"""The structured Hermite blocks of the general-W theory (symattn.backends.hermite_blocks; docs/theory.md §12.8)."""
+"""The structured Hermite blocks of the general-W theory (symattn.backends.general_w.hermite, .block_constants; docs/theory.md §12.8)."""
 
 import math
 
@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import symattn as sa
-from symattn.backends import hermite_blocks as gc
+from symattn.backends.general_w import block_constants as bc
+from symattn.backends.general_w import hermite as gc
+from symattn.backends.general_w import hoperator as ho
 from symattn.backends.general_w import general_w_constants, general_w_error
 
 
@@ -24,12 +26,12 @@ def test_chaos_decomposition_is_the_feature_sum():
     shat = rng.uniform(0.2, 1.0, r)
     shat /= np.linalg.norm(shat)
     u, v = rng.standard_normal((50, r)), rng.standard_normal((50, r))
-    x, t33, t31, t22, t20 = gc._chaos_parts(u, v, shat)
-    idx3, idx2 = gc._triples(r), gc._pairs(r)
+    x, t33, t31, t22, t20 = bc._chaos_parts(u, v, shat)
+    idx3, idx2 = bc.index_triples(r), bc.index_pairs(r)
     m3 = math.sqrt(6) * np.prod(shat[idx3], axis=1)
     m2 = math.sqrt(2) * np.prod(shat[idx2], axis=1)
-    f3 = np.sum(gc._features(u, idx3) * m3 * gc._features(v, idx3), 1)
-    f2 = np.sum(gc._features2(u, idx2) * m2 * gc._features2(v, idx2), 1)
+    f3 = np.sum(bc._features(u, idx3) * m3 * bc._features(v, idx3), 1)
+    f2 = np.sum(bc._features2(u, idx2) * m2 * bc._features2(v, idx2), 1)
     np.testing.assert_allclose(t33, f3, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(t22, f2, rtol=1e-10, atol=1e-10)
     # the (3,1) part: 3 Σ_c ŝ_c w_c(u) v_c + (u ↔ v), with w_c(u) = Σ_a ŝ_a² H_aac(u) from the Hermite tensor
@@ -47,7 +49,7 @@ def test_features_are_orthonormal():
     """E[Ĥ_α Ĥ_β] = δ_αβ (Monte Carlo, 2e5 Gaussian vectors, each entry within 5 of its own se)."""
     rng = np.random.default_rng(2)
     u = rng.standard_normal((200_000, 3))
-    for F in (gc._features(u, gc._triples(3)), gc._features2(u, gc._pairs(3))):
+    for F in (bc._features(u, bc.index_triples(3)), bc._features2(u, bc.index_pairs(3))):
         prod = F[:, :, None] * F[:, None, :]
         C, se = prod.mean(0), prod.std(0) / math.sqrt(len(u))
         assert np.all(np.abs(C - np.eye(C.shape[0])) < 5 * se + 1e-12)
@@ -55,7 +57,7 @@ def test_features_are_orthonormal():
 
 def _ge_constants(f, W):
     k0 = general_w_constants(f, W)
-    return gc.HermiteBlockConstants(b0=k0.a0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=k0.s2, rest_tau=k0.tau,
+    return bc.HermiteBlockConstants(b0=k0.a0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=k0.s2, rest_tau=k0.tau,
                                   m33=None, m31=np.zeros(0), rank=6, shat=None, omega=k0.omega, U=None, V=None)
 
 
@@ -66,7 +68,7 @@ def test_cross_term_second_moments():
     shat = np.array([0.7, 0.5, 0.4, 0.3])
     shat /= np.linalg.norm(shat)
     u, v = rng.standard_normal((400_000, r)), rng.standard_normal((400_000, r))
-    _, _, t31, _, t20 = gc._chaos_parts(u, v, shat)
+    _, _, t31, _, t20 = bc._chaos_parts(u, v, shat)
     p2 = np.sum(shat**4)
     for x, ref in ((t31, 18 * np.sum(shat**2 * (2 * p2 + 4 * shat**4))), (t20, 4 * p2)):
         assert abs(np.mean(x * x) - ref) < 5 * np.std(x * x) / math.sqrt(len(x))
@@ -95,7 +97,7 @@ def test_block_with_vanishing_weights_is_free_noise():
     W = _low_rank()
     k0 = general_w_constants(f, W)
     D = 200_000
-    k = gc.HermiteBlockConstants(b0=0.0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=0.5 * k0.s2, rest_tau=0.0,
+    k = bc.HermiteBlockConstants(b0=0.0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=0.5 * k0.s2, rest_tau=0.0,
                                m33=None, m31=np.full(D, math.sqrt(0.5 * k0.s2 / D)), rank=6, shat=None,
                                omega=k0.omega, U=None, V=None)
     E_block = gc.hermite_block_error(f, 0.5, [0.1], W, constants=k, blocks=("31",))["E"]
@@ -107,16 +109,16 @@ def test_low_rank_traces_equal_the_pp_route():
     """The 2r×2r Woodbury traces of a rank-r W equal general_w's p×p-route traces T0 at random real C, their
     complex steps (one point and a batch of points) equal its Jacobian J·ΔC, and a batch of distinct real C
     equals the points one by one."""
-    from symattn.backends.general_w import _HOperator
+    from symattn.backends.general_w.hoperator import HOperator
 
     rng = np.random.default_rng(5)
     W = _low_rank(p=60, r=7, seed=2)
-    T = gc._low_rank_traces(W)
-    assert isinstance(T, gc._LowRankTraces) and T.r == 7
+    T = ho.low_rank_traces(W)
+    assert isinstance(T, ho.LowRankTraces) and T.r == 7
     eta = 1e-20
     for _ in range(4):
         C = 0.4 * rng.standard_normal((2, 2))
-        H = _HOperator(W, C)
+        H = HOperator(W, C)
         np.testing.assert_allclose(T.traces(C), H.T0, rtol=1e-10, atol=1e-12)
         dC = rng.standard_normal((2, 2, 3))
         lin = np.tensordot(H.J, dC, axes=([2, 3], [0, 1]))
@@ -133,9 +135,9 @@ def test_low_rank_traces_equal_the_pp_route():
     np.testing.assert_allclose(T.apply(C, v), np.linalg.solve(B2, v), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(T.apply(C, v[:, 0]), np.linalg.solve(B2, v[:, 0]), rtol=1e-10, atol=1e-12)
     dC = rng.standard_normal((2, 2))
-    ref = _HOperator(W, C).apply(C + 1j * eta * dC, v).imag / eta       # linearised in C − C0 there
+    ref = HOperator(W, C).apply(C + 1j * eta * dC, v).imag / eta       # linearised in C − C0 there
     np.testing.assert_allclose(T.apply(C + 1j * eta * dC, v).imag / eta, ref, rtol=1e-9, atol=1e-11)
-    assert gc._low_rank_traces(np.eye(20)) is None      # full rank: the p×p route
+    assert ho.low_rank_traces(np.eye(20)) is None      # full rank: the p×p route
 
 
 def test_closed_form_token_scales_equal_the_feature_sums():
@@ -146,7 +148,7 @@ def test_closed_form_token_scales_equal_the_feature_sums():
     shat = rng.uniform(0.1, 1.0, r)
     shat /= np.linalg.norm(shat)
     u = rng.standard_normal((300, r))
-    for closed, feat, idx in ((gc._scale3, gc._features, gc._triples), (gc._scale2, gc._features2, gc._pairs)):
+    for closed, feat, idx in ((gc._scale3, bc._features, bc.index_triples), (gc._scale2, bc._features2, bc.index_pairs)):
         m2 = np.prod(shat[idx(r)] ** 2, axis=1)
         ref = feat(u, idx(r)) ** 2 @ m2 / m2.sum()
         np.testing.assert_allclose(closed(u, shat**2), ref, rtol=1e-12)
@@ -198,14 +200,14 @@ def test_implicit_derivative_and_low_rank_route_agree_with_the_reference_path(wi
     f = sa.activation("tanh")
     W = _low_rank(p=60, r=5, seed=1)
     mu = np.random.default_rng(8).standard_normal(60) / math.sqrt(60) * 1.2 if with_mu else None
-    k = gc.hermite_block_constants(f, W, pairs=20000)
+    k = bc.hermite_block_constants(f, W, pairs=20000)
     g = [0.01, 0.3, 5.0]
     kw = dict(mu=mu, constants=k, tokens=400, signal="linear")
     E = gc.hermite_block_error(f, 0.5, g, W, **kw)
     Ec = gc.hermite_block_error(f, 0.5, g, W, derivative="central", **kw)
     np.testing.assert_allclose(E["E"], Ec["E"], rtol=1e-6)
     np.testing.assert_allclose(E["F"], Ec["F"], rtol=1e-10)
-    monkeypatch.setattr(gc, "_low_rank_traces", lambda W: None)
+    monkeypatch.setattr(gc, "low_rank_traces", lambda W: None)
     Ep = gc.hermite_block_error(f, 0.5, g, W, **kw)
     np.testing.assert_allclose(E["E"], Ep["E"], rtol=1e-8)
     np.testing.assert_allclose(E["F"], Ep["F"], rtol=1e-10)
@@ -250,7 +252,7 @@ def test_theory_matches_its_block_kernel():
     weights, far from free noise), tolerance 4 se + 1 %."""
     f = sa.activation("tanh")
     W = _low_rank(p=200, r=4, seed=3)
-    k = gc.hermite_block_constants(f, W, pairs=100_000)
+    k = bc.hermite_block_constants(f, W, pairs=100_000)
     k.rest_tau = 0.0
     gam = [0.01, 0.1, 1.0]
     mc = _block_kernel_EA(W, k, 0.5, gam, draws=8, seed=5)
@@ -287,8 +289,8 @@ def test_atoms_keep_the_block_sums_and_its_phi():
     1e-4 relative (r = 30, against the enumerated weights)."""
     shat = np.sort(np.random.default_rng(2).uniform(0.05, 1.0, 30))[::-1]
     shat /= np.linalg.norm(shat)
-    m2 = 6 * 0.3**2 * np.prod(shat[gc._triples(30)] ** 2, axis=1)
-    a = gc._cubic_atoms(shat, 6 * 0.3**2, bins=300)
+    m2 = 6 * 0.3**2 * np.prod(shat[bc.index_triples(30)] ** 2, axis=1)
+    a = bc._cubic_atoms(shat, 6 * 0.3**2, bins=300)
     assert a.size == m2.size
     np.testing.assert_allclose([a.total(), np.sum(a.w * a.v**2)], [m2.sum(), np.sum(m2**2)], rtol=1e-12)
     for x in (0.1, 10.0, 1e3, 1e5):
@@ -300,11 +302,11 @@ def test_full_rank_blocks_equal_the_enumerated_ones(monkeypatch):
     MAX_BLOCK_RANK) equals the enumerated block (rank 12 W, MAX_BLOCK_RANK lowered to 4) to 1e-4."""
     f = sa.activation("tanh")
     W = _low_rank(p=48, r=12, seed=4)
-    k = gc.hermite_block_constants(f, W, pairs=20000)
+    k = bc.hermite_block_constants(f, W, pairs=20000)
     ref = gc.hermite_block_error(f, 1.0, [0.01, 1.0], W, constants=k, tokens=300)["E"]
-    monkeypatch.setattr(gc, "MAX_BLOCK_RANK", 4)
-    ka = gc.hermite_block_constants(f, W, pairs=20000, max_rank=48)
-    assert isinstance(ka.m33, gc.BlockAtoms) and ka.b3 == k.b3
+    monkeypatch.setattr(bc, "MAX_BLOCK_RANK", 4)
+    ka = bc.hermite_block_constants(f, W, pairs=20000, max_rank=48)
+    assert isinstance(ka.m33, bc.BlockAtoms) and ka.b3 == k.b3
     E = gc.hermite_block_error(f, 1.0, [0.01, 1.0], W, constants=ka, tokens=300)["E"]
     np.testing.assert_allclose(E, ref, rtol=1e-4)
 
