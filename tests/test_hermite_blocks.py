@@ -331,3 +331,91 @@ def test_minilm_full_rank_blocks_against_monte_carlo(layer, fname, c):
     Ef = sa.memorization_error(fname, c, gam, weights=W)
     assert np.all(np.abs(Eb - mc) <= 0.06 * mc), (Eb, mc)
     assert abs(Eb[0] - mc[0]) < abs(Ef[0] - mc[0]), (Eb, Ef, mc)
+
+
+# --- Issue 34: deterministic block constants (docs/theory.md §12.8) ----------------------------------------------
+
+def test_quadrature_constants_of_he2_and_he3_are_exact():
+    """For f = He₃ (ω = 1) the chaos decomposition He₃(x) = P33 + P31 + P13 + 6y3 gives b1 = 6p₂, b3 = √6,
+    b31 = 1, rest_var = 36(p₃ − p₂²); for f = He₂, b2 = √2, b20 = 1 and no remainder. The quadrature reproduces
+    them to rounding. (rest_tau, exactly 36[tr(Ŝ³OŜ³O) − 2p₂ tr(Ŝ³OŜO) + p₂² tr(ŜOŜO)]/rest_var = 0.05 for He₃
+    here, is only approximated: 0.40 at this rank 6, where the conditional covariance q fluctuates most.)"""
+    W = _low_rank(p=40, r=6, seed=0)
+    shat = bc._svd(W)[1]
+    p2, p3 = np.sum(shat**4), np.sum(shat**6)
+    k = bc.hermite_block_constants(sa.activation("x**3 - 3*x"), W, max_rank=40)
+    np.testing.assert_allclose([k.b0, k.b1, k.b3, k.b31, k.rest_var], [0.0, 6 * p2, math.sqrt(6), 1.0, 36 * (p3 - p2**2)],
+                               rtol=1e-9, atol=1e-12)
+    k2 = bc.hermite_block_constants(sa.activation("x**2 - 1"), W, max_rank=40)
+    np.testing.assert_allclose([k2.b0, k2.b1, k2.b2, k2.b20, k2.rest_var], [0.0, 0.0, math.sqrt(2), 1.0, 0.0],
+                               atol=1e-10)
+
+
+def test_variance_rule_against_the_gamma_law():
+    """For equal ŝ_a = 1/√r, s = χ²_r/r (E s^m = Π_{j<m}(r + 2j)/r) and t = Σŝ⁴u² = s/r: the Gauss rule of
+    s integrates s^m exactly for m < 2N and the tilted weights give E[t s^m] = E[s^{m+1}]/r for m < N."""
+    from symattn.backends.general_w.latent import variance_rule
+
+    r, N = 5, 10
+    s, w, nu = variance_rule(np.full(r, r**-0.5), nodes=N)
+    exact = lambda m: math.prod((r + 2 * j) / r for j in range(m))
+    np.testing.assert_allclose([w @ s**m for m in range(2 * N)], [exact(m) for m in range(2 * N)], rtol=1e-9)
+    np.testing.assert_allclose([nu @ s**m for m in range(N)], [exact(m + 1) / r for m in range(N)], rtol=1e-9)
+
+
+def test_transposed_regressor_moments_against_monte_carlo():
+    """The trace identities of latent.pair_traces (E[X_ij X_ji] for ξ, T33, P31 + P13, T22, P20 + P02) against
+    Monte Carlo of the regressors themselves (no activation) at a strongly non-symmetric rank-3 W, 1.6·10⁶ pairs:
+    within 4 standard errors."""
+    from symattn.backends.general_w.latent import pair_traces
+
+    rng0 = np.random.default_rng(3)
+    A, B = rng0.standard_normal((12, 3)), rng0.standard_normal((12, 3))
+    U, shat, V, _ = bc._svd(A @ A.T + 0.4 * A @ B.T)
+    O = U.T @ V
+    tr = pair_traces(shat, O)
+    rng = np.random.default_rng(1)
+    L = np.linalg.cholesky(np.eye(3) - O.T @ O + 1e-12 * np.eye(3))
+    vals = []
+    for _ in range(8):
+        ui, uj = rng.standard_normal((2, 200_000, 3))
+        vi, vj = ui @ O + rng.standard_normal((200_000, 3)) @ L.T, uj @ O + rng.standard_normal((200_000, 3)) @ L.T
+        vals.append(np.mean(np.stack(bc._chaos_parts(ui, vj, shat)) * np.stack(bc._chaos_parts(uj, vi, shat)), 1))
+    vals = np.array(vals)
+    mean, se = vals.mean(0), vals.std(0, ddof=1) / math.sqrt(len(vals))
+    ref = np.array([tr[k] for k in ("xi", "t33", "t31", "t22", "t20")])
+    assert np.all(np.abs(mean - ref) <= 4 * se + 1e-12), (mean, se, ref)
+
+
+@pytest.mark.parametrize("fname", ["tanh", "gelu"])
+def test_quadrature_constants_agree_with_the_monte_carlo(fname):
+    """The single-entry moments E[f X] (X = 1, ξ, T33, P31 + P13[, T22, P20 + P02]), E f² and E[f_ij ξ_ji] of the
+    quadrature against the Monte Carlo over latent pairs (8 seeds × 10⁵ pairs, rank-8 W): within 4 se; E[f_ij f_ji]
+    (second order in the fluctuation of the conditional covariance) within 4 se + 2·10⁻³ (0.1 of rest_var)."""
+    f = sa.activation(fname)
+    W = _low_rank(p=40, r=8, seed=1)
+    U, shat, V, om = bc._svd(W)
+    O = U.T @ V
+    names = ["1", "xi", "t33", "t31"] + (["t22", "t20"] if fname == "gelu" else [])
+    Xf, ff, fxt, fft = bc._quadrature_moments(f, O, shat, om, names)
+    runs = [bc._mc_moments(f, O, shat, om, names, 100_000, seed) for seed in range(8)]
+    rows = np.array([np.concatenate([r[0], [r[1], r[3][1], r[4]]]) for r in runs])
+    mean, se = rows.mean(0), rows.std(0, ddof=1) / math.sqrt(len(rows))
+    ref = np.concatenate([Xf, [ff, fxt, fft]])
+    tol = 4 * se + np.r_[np.zeros(len(ref) - 1), 2e-3]
+    assert np.all(np.abs(mean - ref) <= tol), (mean, se, ref)
+
+
+def test_quadrature_constants_are_deterministic():
+    """Two evaluations (caches cleared) agree to 10⁻¹⁰; the result is cached by the content of (f, W)."""
+    from symattn.backends.general_w import latent
+
+    f, W = sa.activation("tanh"), _low_rank(p=40, r=6, seed=2)
+    k1 = bc.hermite_block_constants(f, W, max_rank=40)
+    assert bc.hermite_block_constants(f, W.copy(), max_rank=40) is k1
+    bc._CONSTANTS.clear()
+    latent._RULES.clear()
+    k2 = bc.hermite_block_constants(f, W, max_rank=40)
+    a = [getattr(k1, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
+    b = [getattr(k2, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)

@@ -39,8 +39,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import ParameterError
 from ...gauss import gauss_hermite
 from ...model import weight_rank
+from .constants import CONSTANT_NODES
+from .latent import pair_traces, variance_rule
+from .linalg import digest
 
 __all__ = ["MAX_BLOCK_RANK", "BlockAtoms", "compress_weights", "block_total", "block_present", "HermiteBlockConstants",
            "f_values", "index_triples", "index_pairs", "hermite_block_constants"]
@@ -49,6 +53,8 @@ __all__ = ["MAX_BLOCK_RANK", "BlockAtoms", "compress_weights", "block_total", "b
 MAX_BLOCK_RANK = 64
 #: latent pairs per chunk of the Monte Carlo of the constants
 CHUNK = 20_000
+#: constants already computed (f, content of W, max_rank, method, pairs, seed → HermiteBlockConstants); a few
+_CONSTANTS: dict = {}
 #: above MAX_BLOCK_RANK the cubic block's C(r+2, 3) squared weights are kept as this many log-spaced atoms
 ATOM_BINS = 3000
 
@@ -243,50 +249,11 @@ def _features2(u, idx):
     return out
 
 
-def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX_BLOCK_RANK) -> HermiteBlockConstants:
-    r"""Coefficients of f(ξ) on (1, ξ, T33, P31 + P13[, T22, P20 + P02]) and the remainder, by Monte Carlo
-    over latent pairs.
-
-    Token i has (u_i, v_i) jointly Gaussian, Cov(u) = Cov(v) = I_r, Cov(u_i, v_i) = O = UᵀV; for a pair
-    (i, j) the entries ξ_ij = √ω Σ_a ŝ_a u_ia v_ja and ξ_ji are formed. The regressors lie in distinct
-    chaoses, so b_j = E[f X_j]/E[X_j²] with the exact E[X_j²] (E ξ² = ω, E T33² = 1 + 3p₂ + 2p₃,
-    E (P31 + P13)² = 18 Σ_c ŝ_c²(2p₂ + 4ŝ_c⁴), E T22² = 1 + p₂, E (P20 + P02)² = 4p₂, p_k = Σŝ^{2k}) and
-    E[f X_j] sampled; rest_var = E f² − Σ_j b_j² E[X_j²], rest_tau the (i, j)/(j, i) correlation of the
-    remainder.
-
-    Parameters
-    ----------
-    f : Activation
-    W : numpy.ndarray
-        p×p.
-    pairs : int, optional
-        Monte Carlo pairs (the standard error of the constants is about 1/√pairs relative); default
-        500 000 for rank ≤ max_rank, 50 000 above (where the pairs cost O(r) each and no block is enumerated).
-    seed : int
-    max_rank : int
-        The cubic block's weights are enumerated (C(r+2, 3) of them) only for rank ≤ max_rank;
-        otherwise T33 is folded into the remainder noise (m33 = None). Above :data:`MAX_BLOCK_RANK` (up to
-        max_rank = p, a full-rank W) they are streamed into :class:`BlockAtoms` (:data:`ATOM_BINS` atoms).
-
-    Returns
-    -------
-    HermiteBlockConstants
-
-    Examples
-    --------
-    >>> from symattn import activation
-    >>> rng = np.random.default_rng(0)
-    >>> W = rng.standard_normal((40, 8)) @ rng.standard_normal((8, 40))
-    >>> k = hermite_block_constants(activation("tanh"), W, pairs=20000)
-    >>> k.rank, k.m33.size
-    (8, 120)
-    """
-    W = np.asarray(W, dtype=float)
-    U, shat, V, omega = _svd(W)
+def _mc_moments(f, O, shat, omega, names, pairs, seed):
+    """E[X f], E f², E[X X'ᵀ], E[X f'], E[f f'] (X the regressors ``names``, ' the transposed entry) by Monte Carlo over
+    ``pairs`` latent pairs (both orientations pooled; fixed ``seed``)."""
     r = shat.size
-    if pairs is None:
-        pairs = 500_000 if r <= max_rank else 50_000
-    O = U.T @ V
+    so = math.sqrt(omega)
     rng = np.random.default_rng(seed)
     L = np.linalg.cholesky(np.eye(r) - O.T @ O + 1e-12 * np.eye(r))
 
@@ -294,14 +261,9 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
         u = rng.standard_normal((k, r))
         return u, u @ O + rng.standard_normal((k, r)) @ L.T
 
-    so = math.sqrt(omega)
-    blocks = r <= max_rank
-    xg, wg = gauss_hermite(64)
-    even = abs(float(wg @ (f_values(f, so * xg) * (xg * xg - 1)))) > 1e-9   # a2 ≠ 0: the degree-2 parts too
-    names = ["1", "xi"] + (["t33"] if blocks else []) + ["t31"] + ((["t22"] if blocks else []) + ["t20"] if even else [])
     k = len(names)
-    # moments over pairs: E[X Xᵀ], E[X f], E[f²] (both orientations pooled), E[X X'ᵀ], E[X f'], E[f f']
-    XX = np.zeros((k, k)); Xf = np.zeros(k); ff = 0.0
+    # moments over pairs: E[X f], E[f²] (both orientations pooled), E[X X'ᵀ], E[X f'], E[f f']
+    Xf = np.zeros(k); ff = 0.0
     XXt = np.zeros((k, k)); Xft = np.zeros(k); fft = 0.0
     done = 0
     while done < pairs:
@@ -317,7 +279,6 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
             fs.append(f_values(f, so * x))
         A1, A2 = cols
         f1, f2 = fs
-        XX += A1.T @ A1 + A2.T @ A2
         Xf += A1.T @ f1 + A2.T @ f2
         ff += float(f1 @ f1 + f2 @ f2)
         XXt += A1.T @ A2 + A2.T @ A1
@@ -325,7 +286,154 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
         fft += 2 * float(f1 @ f2)
         done += kk
     N = 2 * pairs
-    XX, Xf, ff, XXt, Xft, fft = XX / N, Xf / N, ff / N, XXt / N, Xft / N, fft / N
+    return Xf / N, ff / N, XXt / N, Xft / N, fft / N
+
+
+def _quadrature_moments(f, O, shat, omega, names):
+    """E[X f] (X the regressors ``names``), E f², E[f_ij ξ_ji] and E[f_ij f_ji] by the rules of :mod:`.latent` (see
+    :func:`hermite_block_constants`)."""
+    so = math.sqrt(omega)
+    s, w, nu = variance_rule(shat)
+    xg, wg = gauss_hermite(CONSTANT_NODES)
+    F = f_values(f, so * np.sqrt(s)[:, None] * xg[None, :])          # f(√(ωs_k) g_l)
+    m0, m1, m2, m3 = (F @ (wg * xg**k) for k in range(4))
+    rs = np.sqrt(s)
+    Ef, Ex, Ex2, Ex3 = w @ m0, w @ (rs * m1), w @ (s * m2), w @ (s * rs * m3)
+    Ey3 = nu @ (m1 / rs)
+    Ep20 = w @ ((s - 1) * m0) + nu @ ((m2 - m0) / s)
+    Ep20x = w @ ((s - 1) * rs * m1) + nu @ ((m3 - m1) / rs)
+    Ep31 = 3 * Ep20x - 12 * Ey3
+    proj = {"1": Ef, "xi": so * Ex, "t33": (Ex3 - 3 * Ex - Ep31 - 6 * Ey3) / math.sqrt(6), "t31": Ep31,
+            "t22": (Ex2 - Ef - Ep20) / math.sqrt(2), "t20": Ep20}
+    ff = float(w @ ((F * F) @ wg))
+    # E[f_ij x_ji] = E[q3 m1(q1)/√q1], E[q3 | u_i] = uᵀŜOᵀŜOᵀu: the tilt c_a = ŝ_a (OᵀŜOᵀ)_aa
+    _, _, nu_t = variance_rule(shat, tilt=shat * np.einsum("ba,b,ab->a", O, shat, O))
+    fxt = so * float(nu_t @ (m1 / rs))
+    tr = pair_traces(shat, O)
+    fft = _second_order(lambda q: _pair_mean(f, so, q), tr["q_mean"], tr["q_cov"])
+    return np.array([proj[nm] for nm in names]), ff, fxt, fft
+
+
+#: Gauss–Hermite nodes per axis of the bivariate integrals of :func:`_pair_mean`
+PAIR_NODES = 120
+#: the step (relative to the mean of q) of the second differences of :func:`_second_order`
+PAIR_STEP = 0.2
+
+
+def _pair_mean(f, so, q):
+    """G(q) = E[f(√ω X) f(√ω Y)], (X, Y) centred Gaussian with variances q1, q2 and covariance q3 (the
+    correlation clipped to [−1, 1]); tensor Gauss–Hermite."""
+    x, w = gauss_hermite(PAIR_NODES)
+    q1, q2, q3 = (float(v) for v in q)
+    c = min(max(q3 / math.sqrt(q1 * q2), -1.0), 1.0)
+    X = math.sqrt(q1) * x[:, None] + 0 * x[None, :]
+    Y = math.sqrt(q2) * (c * x[:, None] + math.sqrt(1 - c * c) * x[None, :])
+    return float(w @ (f_values(f, so * X) * f_values(f, so * Y)) @ w)
+
+
+def _second_order(G, mean, cov, step=PAIR_STEP):
+    """E G(q) ≈ G(q̄) + ½ Σ_kl ∂_k∂_l G(q̄) Cov(q_k, q_l), the second derivatives by central differences of step
+    ``step``·max|q̄|."""
+    h = step * max(1.0, float(np.max(np.abs(mean))))
+    n = len(mean)
+    E = np.eye(n) * h
+    g0 = G(mean)
+    out = g0
+    for k in range(n):
+        for l in range(k, n):
+            if k == l:
+                d2 = (G(mean + E[k]) - 2 * g0 + G(mean - E[k])) / (h * h)
+            else:
+                d2 = (G(mean + E[k] + E[l]) - G(mean + E[k] - E[l]) - G(mean - E[k] + E[l])
+                      + G(mean - E[k] - E[l])) / (4 * h * h)
+            out += (0.5 if k == l else 1.0) * d2 * cov[k, l]
+    return float(out)
+
+
+def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX_BLOCK_RANK,
+                            method: str | None = None) -> HermiteBlockConstants:
+    r"""Coefficients of f(ξ) on (1, ξ, T33, P31 + P13[, T22, P20 + P02]) and the remainder, by deterministic
+    quadrature over the latent law (default) or by Monte Carlo over latent pairs.
+
+    Token i has (u_i, v_i) jointly Gaussian, Cov(u) = Cov(v) = I_r, Cov(u_i, v_i) = O = UᵀV; for a pair
+    (i, j) the entries ξ_ij = √ω Σ_a ŝ_a u_ia v_ja and ξ_ji are formed. The regressors lie in distinct
+    chaoses, so b_j = E[f X_j]/E[X_j²] with the exact E[X_j²] (E ξ² = ω, E T33² = 1 + 3p₂ + 2p₃,
+    E (P31 + P13)² = 18 Σ_c ŝ_c²(2p₂ + 4ŝ_c⁴), E T22² = 1 + p₂, E (P20 + P02)² = 4p₂, p_k = Σŝ^{2k}) and
+    E[f X_j]; rest_var = E f² − Σ_j b_j² E[X_j²], rest_tau the (i, j)/(j, i) correlation of the remainder.
+
+    ``method='quadrature'`` (docs/theory.md §12.8): given the row latent u, x = ξ/√ω is N(0, s(u)), s = Σŝ_a²u_a²,
+    and with m_k(s) = E[g^k f(√(ωs) g)] (Gauss–Hermite, :data:`~.constants.CONSTANT_NODES` nodes) and
+    t = Σŝ_a⁴u_a² (the conditional covariances E[y3 | x, u] = (t/s)x, E[Σŝ_a²v_a² − 1 | x, u] = (t/s)(x²/s − 1)):
+
+      E f = E m0,  E[f x^k] = E[s^{k/2} m_k],  E[f y3] = E[t m1/√s],
+      E[f p20] = E[(s − 1) m0] + E[t (m2 − m0)/s],  E[f p20 x] = E[(s − 1)√s m1] + E[t (m3 − m1)/√s],
+      E f² = E[E_g f(√(ωs) g)²],
+
+    the outer expectations by the Gauss rule of s and its t-tilt (:func:`~.latent.variance_rule`): exact up to
+    the rule's polynomial degree. The transposed moment E[R_ij R_ji] is E[f_ij f_ji] − Σ_j b_j² E[X_j,ij X_j,ji]
+    with the exact transposed regressor moments (:func:`~.latent.pair_traces`), E[f_ij ξ_ji] = √ω E[q3 m1(q1)/√q1]
+    exactly (a tilt of the rule of s), and E[f_ij f_ji] to second order in the fluctuation of the conditional
+    covariance q of (x_ij, x_ji) given token i (a bivariate Gauss–Hermite G(q), E G ≈ G(q̄) + ½ ∂²G·Cov q; the
+    cumulant series is asymptotic: its third-order term makes it worse at rank <= 8); the other cross moments
+    E[f_ij X_ji] are taken as b_j E[X_ij X_ji]. rest_tau is therefore an approximation (off by up to about 0.1
+    from Monte Carlo at rank 3–8, within its noise at rank 32 and full rank); E_A moves by about 10⁻⁴ per 0.05
+    of rest_tau at the MiniLM W. Deterministic; cached by the content of (f, W).
+
+    Parameters
+    ----------
+    f : Activation
+    W : numpy.ndarray
+        p×p.
+    pairs : int, optional
+        ``method='montecarlo'`` only: Monte Carlo pairs (the standard error of the constants is about 1/√pairs relative); default
+        500 000 for rank ≤ max_rank, 50 000 above (where the pairs cost O(r) each and no block is enumerated).
+    seed : int
+        ``method='montecarlo'`` only.
+    max_rank : int
+        The cubic block's weights are enumerated (C(r+2, 3) of them) only for rank ≤ max_rank;
+        otherwise T33 is folded into the remainder noise (m33 = None). Above :data:`MAX_BLOCK_RANK` (up to
+        max_rank = p, a full-rank W) they are streamed into :class:`BlockAtoms` (:data:`ATOM_BINS` atoms).
+    method : {'quadrature', 'montecarlo'}, optional
+        Deterministic quadrature, or the Monte Carlo over latent pairs (the reference); default 'montecarlo'
+        when ``pairs`` is given, else 'quadrature'.
+
+    Returns
+    -------
+    HermiteBlockConstants
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> rng = np.random.default_rng(0)
+    >>> W = rng.standard_normal((40, 8)) @ rng.standard_normal((8, 40))
+    >>> k = hermite_block_constants(activation("tanh"), W)
+    >>> k.rank, k.m33.size
+    (8, 120)
+    """
+    method = method or ("quadrature" if pairs is None else "montecarlo")
+    if method not in ("quadrature", "montecarlo"):
+        raise ParameterError("method", method, "'quadrature' or 'montecarlo'")
+    W = np.asarray(W, dtype=float)
+    key = (f, digest(W), int(max_rank), method, pairs, seed)
+    if key in _CONSTANTS:
+        return _CONSTANTS[key]
+    U, shat, V, omega = _svd(W)
+    r = shat.size
+    O = U.T @ V
+    so = math.sqrt(omega)
+    blocks = r <= max_rank
+    xg, wg = gauss_hermite(64)
+    even = abs(float(wg @ (f_values(f, so * xg) * (xg * xg - 1)))) > 1e-9   # a2 ≠ 0: the degree-2 parts too
+    names = ["1", "xi"] + (["t33"] if blocks else []) + ["t31"] + ((["t22"] if blocks else []) + ["t20"] if even else [])
+    if method == "montecarlo":
+        if pairs is None:
+            pairs = 500_000 if r <= max_rank else 50_000
+        Xf, ff, XXt, Xft, fft = _mc_moments(f, O, shat, omega, names, pairs, seed)
+    else:
+        Xf, ff, fxt, fft = _quadrature_moments(f, O, shat, omega, names)
+        tr = pair_traces(shat, O)
+        XXt = np.diag([tr[nm] * (omega if nm == "xi" else 1.0) for nm in names])
+        Xft = None
     # the regressors lie in distinct Wiener chaoses of (u_i, v_j): their Gram matrix is diagonal and
     # known exactly (p_k = Σ ŝ^{2k}); only the projections E[f X_j] are sampled (the sampled Gram of
     # the degree-6 regressors is heavy-tailed and would add most of the Monte Carlo error)
@@ -336,7 +444,12 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
     G = np.array([gram[nm] for nm in names])
     b = Xf / G
     rv = ff - float(np.sum(b * b * G))
-    rt = (fft - 2 * b @ Xft + b @ XXt @ b) / rv
+    # E[R_ij R_ji]; by quadrature E[f_ij ξ_ji] exactly, E[f_ij X_j,ji] = b_j E[X_j,ij X_j,ji] for the others (the
+    # part of f in X_j's chaos taken as b_j X_j)
+    if Xft is None:
+        Xft = XXt @ b
+        Xft[names.index("xi")] = fxt
+    rt = (fft - 2 * b @ Xft + b @ XXt @ b) / rv if rv > 1e-12 * max(ff, 1e-300) else 0.0
     bd = dict(zip(names, (float(v) for v in b)))
     b0, b1, b31 = bd["1"], bd["xi"], bd["t31"]
     b3, b2, b20 = bd.get("t33", 0.0), bd.get("t22", 0.0), bd.get("t20", 0.0)
@@ -350,6 +463,10 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
     s4 = float(np.sum(shat**4))
     sig_w = np.sqrt(2 * s4 + 4 * shat**4)     # E w_c(u)² = 2 Σ_a ŝ_a⁴ + 4 ŝ_c⁴
     m31 = np.concatenate([3 * b31 * shat * sig_w] * 2)
-    return HermiteBlockConstants(b0=b0, b1=b1, b3=b3, b31=b31, rest_var=rv, rest_tau=min(max(rt, -1.0), 1.0),
-                               m33=m33, m31=m31, rank=r, shat=shat, omega=omega, U=U, V=V,
-                               b2=b2, b20=b20, m22=m22)
+    out = HermiteBlockConstants(b0=b0, b1=b1, b3=b3, b31=b31, rest_var=rv, rest_tau=min(max(rt, -1.0), 1.0),
+                                m33=m33, m31=m31, rank=r, shat=shat, omega=omega, U=U, V=V,
+                                b2=b2, b20=b20, m22=m22)
+    if len(_CONSTANTS) > 16:
+        _CONSTANTS.pop(next(iter(_CONSTANTS)))
+    _CONSTANTS[key] = out
+    return out

@@ -376,7 +376,8 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
         diagonal nodes of :mod:`symattn.backends.general_w`.
     constants : HermiteBlockConstants, optional
         Precomputed :func:`hermite_block_constants`.
-    tokens, pairs, seed : Monte Carlo sizes of the latent nodes and of the constants.
+    tokens, pairs, seed : the sampled latent token nodes (``tokens``, ``seed``); ``pairs`` given: the constants by
+        Monte Carlo over that many latent pairs (:func:`~.block_constants.hermite_block_constants`), else by quadrature.
     rel_step : float
         The relative step of ``derivative='central'``.
     derivative : {'implicit', 'central'}
