@@ -71,7 +71,9 @@ differentiation of the fixed point, with the Jacobian by complex steps
 - :mod:`.physical`: the physical checks, the γ-ladder and :func:`~.physical.model_error` (§12.9);
 - :mod:`.pencil`: the model, the self-energies, the Dyson map and its solve, F by Woodbury (§12.2, §12.3);
 - :mod:`.hoperator`: the p-trace operators H = B2^{-1} (dense, symmetric, low rank; §12.2, §12.5);
-- :mod:`.constants` (§12.1) and :mod:`.block_constants` (§12.8, §12.9): the kernel constants;
+- :mod:`.block_constants` (§12.8, §12.9): the Hermite-block constants, by quadrature over the latent law;
+- :mod:`.constants` (§12.1): the Gaussian-equivalent constants; :mod:`.latent`: the Gauss rule of the conditional
+  variance of an entry and the trace identities of the transposed entry (§12.8);
 - :mod:`.linalg`: the arithmetic contexts, digests, p×p inverses, workspace, Gram matrices, eigen-decompositions.
 
 The entry point that chooses between the free noise and the blocks is
