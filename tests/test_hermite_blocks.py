@@ -419,3 +419,9 @@ def test_quadrature_constants_are_deterministic():
     a = [getattr(k1, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
     b = [getattr(k2, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
+
+
+def test_unknown_constants_method_is_refused():
+    with pytest.raises(sa.errors.ParameterError) as info:
+        bc.hermite_block_constants(sa.activation("tanh"), _low_rank(), method="sampling")
+    assert info.value.name == "method"

@@ -20,7 +20,7 @@ P20 = Σ_a ŝ_a²(v_a² − 1), P02 the same in u (a row and a column pattern: r
 the bracket only when f has an even part (a2 ≠ 0; the rank-one P20 + P02 terms are fitted but then
 dropped: at μ = 0 a rank-one term with a vector independent of y does not change F, as the mean b0),
 with the coefficients the L² projections of f(ξ_ij) on (1, ξ, T33 = P33/√6, P31 + P13, …) under the exact
-law of (u_i, v_j) (:func:`hermite_block_constants`, Monte Carlo over latent pairs with a fixed seed),
+law of (u_i, v_j) (:func:`hermite_block_constants`, by quadrature over the latent law, :mod:`.latent`),
 s_r², τ_r the variance and transpose correlation of the remainder. The two structured parts are
 replaced by products of independent Gaussian feature matrices, ρ^u_i ρ^v_j Σ_α m_α A_αi B_αj, with the
 per-token scales ρ^u_i² = Σ_α m_α² Ĥ_α(u_i)²/Σ_α m_α² (and ρ^v; for T33 and T22, not for the rank-2r
@@ -28,8 +28,8 @@ P31 + P13 block) kept as latent variables of the token
 (they carry the non-Gaussianity of the Hermite features: with them Gaussian features give the same
 E_A as the real ones, by kernel-level Monte Carlo).
 
-Status: the kernel model (Gaussian blocks with token scales, constants by Monte Carlo over latent pairs)
-is a conjecture checked by Monte Carlo (docs/theory.md §12.8).
+Status: the kernel model (Gaussian blocks with token scales) is a conjecture checked by Monte Carlo; the constants
+are derived (rest_tau approximated; docs/theory.md §12.8).
 """
 
 from __future__ import annotations
@@ -127,7 +127,13 @@ def _cubic_atoms(shat, coef, bins: int = ATOM_BINS) -> BlockAtoms:
 
 
 def block_total(mw) -> float:
-    """Σ m_α² of a block (weights m_α, or :class:`BlockAtoms` of m²)."""
+    """Σ m_α² of a block (weights m_α, or :class:`BlockAtoms` of m²).
+
+    Examples
+    --------
+    >>> block_total(np.array([1.0, 2.0])), block_total(compress_weights(np.array([1.0, 4.0])))
+    (5.0, 5.0)
+    """
     return mw.total() if isinstance(mw, BlockAtoms) else float(np.sum(mw * mw))
 
 
@@ -197,7 +203,14 @@ def index_triples(r):
 
 
 def _features(u, idx):
-    """Normalised degree-3 Hermite features Ĥ_α(u) (rows of u: tokens; idx: sorted triples)."""
+    """Normalised degree-3 Hermite features Ĥ_α(u) (rows of u: tokens; idx: sorted triples).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> f_values(activation("x**2"), np.array([0.0, 2.0])).tolist()
+    [-1.0, 3.0]
+    """
     a, b, c = idx.T
     out = np.empty((u.shape[0], len(idx)))
     h2 = (u * u - 1) / math.sqrt(2)
@@ -241,7 +254,13 @@ def index_pairs(r):
 
 
 def _features2(u, idx):
-    """Normalised degree-2 Hermite features Ĥ_α(u) (idx: sorted pairs)."""
+    """Normalised degree-2 Hermite features Ĥ_α(u) (idx: sorted pairs).
+
+    Examples
+    --------
+    >>> index_pairs(2).tolist()
+    [[0, 0], [0, 1], [1, 1]]
+    """
     a, b = idx.T
     out = u[:, a] * u[:, b]
     d = a == b

@@ -16,15 +16,15 @@ m_α → 0). Without the block and with the Gaussian-equivalent constants this i
 
 **Solver.** The state (g, and ĝ_xx, ĝ_wu per block) is solved per γ by an Anderson iteration from the
 γ → ∞ start, then Newton; F′ by implicit differentiation (one fixed point per γ). For rank W ≤ p/2 the
-p-traces are taken in the 2r-dimensional range of W (:class:`_LowRankTraces`, one 2r×2r inverse per
+p-traces are taken in the 2r-dimensional range of W (:class:`~.hoperator.LowRankTraces`, one 2r×2r inverse per
 evaluation instead of two p×p ones); the Jacobian's node part is in closed form (dG = −G dL G, one
 product over the tokens), its scalar part by complex steps; the token draws are cached per W and μ.
 
 **Signal.** The blocks are independent of y: F comes from the Woodbury step of docs/theory.md §12.3 with
 the n-forms of this fixed point; ``signal='latent'`` adds the strong-direction correction of §12.3.
 
-Status: the block Dyson equation is derived; the kernel model (Gaussian blocks with token scales,
-constants by Monte Carlo over latent pairs) is a conjecture checked by Monte Carlo (docs/theory.md §12.8).
+Status: the block Dyson equation is derived; the kernel model (Gaussian blocks with token scales) is a conjecture
+checked by Monte Carlo; its constants are derived by quadrature (rest_tau approximated; docs/theory.md §12.8).
 """
 
 from __future__ import annotations
@@ -350,7 +350,7 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     implicit differentiation, ds/dγ = (I − ∂Φ/∂s)^{-1} ∂Φ/∂γ with the Jacobians by complex steps
     (η = 1e-20), then F' = ∂F/∂s·ds/dγ + ∂F/∂γ by one complex step (``derivative='implicit'``), or by a
     central difference in γ with relative step ``rel_step`` (three fixed points, ``'central'``).
-    For rank W ≤ p/2 the p-traces are taken in the 2r-dimensional range of W (:class:`LowRankTraces`,
+    For rank W ≤ p/2 the p-traces are taken in the 2r-dimensional range of W (:class:`~.hoperator.LowRankTraces`,
     O(r³) per evaluation), otherwise by the p×p route of :mod:`symattn.backends.general_w`.
 
     Parameters

@@ -344,7 +344,7 @@ class LowRankTraces:
     so tr(𝒲_a H_ab) = δ_ab tr W + tr(K R_b 𝒲_a L_a), with 𝒲_t L_t = U S[αOᵀ, βI], 𝒲_h L_h = V S[γ'I, δO],
     R_t U = [S Oᵀ; 0], R_h U = [0; S], R_t V = [S; 0], R_h V = [0; S O]: one 2r×2r inverse and eight
     Frobenius products per evaluation (O(r³)) instead of two p×p inverses (O(p³)). The duck type of
-    :class:`symattn.backends.general_w.HOperator` that :func:`~symattn.backends.general_w.p_traces` uses."""
+    :class:`HOperator` that :func:`~.pencil.p_traces` uses."""
 
     def __init__(self, W, U, S, V):
         p, r = W.shape[0], S.size
@@ -422,7 +422,7 @@ class LowRankTraces:
 
     def apply(self, C, v):
         """H(C) v = v + L K R v (exact at any C, complex too; v of shape (2p,) or (2p, k)): the interface of
-        :meth:`symattn.backends.general_w.HOperator.apply` (which linearises in C − C0)."""
+        :meth:`HOperator.apply` (which linearises in C − C0)."""
         C = np.asarray(C)
         p = self.p
         vt, vh = v[:p], v[p:]
@@ -438,7 +438,15 @@ class LowRankTraces:
 #: low-rank trace operators of W already built (digest of W → LowRankTraces or None); a few entries
 _TRACE_CACHE: dict = {}
 def low_rank_traces(W):
-    """A :class:`LowRankTraces` of W when 0 < rank W ≤ p/2 (one SVD per content of W, cached), else None."""
+    """A :class:`LowRankTraces` of W when 0 < rank W ≤ p/2 (one SVD per content of W, cached), else None.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> W = rng.standard_normal((20, 3)) @ rng.standard_normal((3, 20))
+    >>> low_rank_traces(W).r, low_rank_traces(np.eye(20)) is None
+    (3, True)
+    """
     key = digest(W)
     if key not in _TRACE_CACHE:
         U, S, Vt = np.linalg.svd(W)

@@ -135,7 +135,13 @@ FLOAT = FloatArith()
 
 
 def arith(ctx=None):
-    """The arithmetic of a context (None: float64): :class:`FloatArith` or :class:`MPArith`."""
+    """The arithmetic of a context (None: float64): :class:`FloatArith` or :class:`MPArith`.
+
+    Examples
+    --------
+    >>> arith() is FLOAT, arith(MPArith(30)).dps
+    (True, 30)
+    """
     if ctx is None:
         return FLOAT
     if isinstance(ctx, (FloatArith, MPArith)):
@@ -166,7 +172,12 @@ _DIGESTS: dict = {}
 
 def forget_digests() -> None:
     """Forget the remembered digests (:func:`digest`); :func:`~.pencil.general_w_model` calls it, since W may have
-    changed in place since the last evaluation."""
+    changed in place since the last evaluation.
+
+    Examples
+    --------
+    >>> forget_digests()
+    """
     _DIGESTS.clear()
 
 
@@ -192,7 +203,13 @@ def digest(W) -> tuple:
 
 
 def cast(x, dtype):
-    """x in ``dtype`` (None: unchanged)."""
+    """x in ``dtype`` (None: unchanged).
+
+    Examples
+    --------
+    >>> cast(np.ones(2), np.float32).dtype, cast(1.5, None)
+    (dtype('float32'), 1.5)
+    """
     if dtype is None:
         return x
     return x.astype(dtype, copy=False) if isinstance(x, np.ndarray) else dtype(x)
@@ -200,7 +217,14 @@ def cast(x, dtype):
 
 def rmul(A, x):
     """A @ x for a real float A and x real or complex128 (p,) or (p, k): a complex x is multiplied as its
-    interleaved real and imaginary columns (one real product, no complex copy of A); object arrays as they are."""
+    interleaved real and imaginary columns (one real product, no complex copy of A); object arrays as they are.
+
+    Examples
+    --------
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> rmul(A, np.array([1j, 1.0]))
+    array([2.+1.j, 4.+3.j])
+    """
     if A.dtype == object or not np.iscomplexobj(x) or x.dtype != np.complex128:
         return A @ x
     x2 = np.ascontiguousarray(x.reshape(x.shape[0], -1))
@@ -214,7 +238,13 @@ _WORKSPACE = threading.local()
 def workspace(p: int, dtype) -> dict:
     """Scratch arrays for one p and float dtype, reused by every evaluation of this thread: 'base', 'tmp'
     (p×p) and 'P', 'PT' (4×p×p). Fresh p×p temporaries in float64 (1.2 MB at p = 384) are returned to the
-    system by the allocator and page-faulted back on every evaluation, which costs as much as the BLAS work."""
+    system by the allocator and page-faulted back on every evaluation, which costs as much as the BLAS work.
+
+    Examples
+    --------
+    >>> sorted(workspace(3, np.float64)), workspace(3, np.float64)['P'].shape
+    (['P', 'PT', 'base', 'tmp'], (4, 3, 3))
+    """
     key = (int(p), np.dtype(dtype).str)
     cache = getattr(_WORKSPACE, "cache", None)
     if cache is None:
@@ -229,7 +259,14 @@ def workspace(p: int, dtype) -> dict:
 
 
 def symmetric_eig(W, ar=FLOAT):
-    """(λ, E) with W = E diag(λ) Eᵀ when W is exactly symmetric, else None (cached per array)."""
+    """(λ, E) with W = E diag(λ) Eᵀ when W is exactly symmetric, else None (cached per array).
+
+    Examples
+    --------
+    >>> lam, E = symmetric_eig(np.diag([2.0, 1.0]))
+    >>> lam.tolist(), symmetric_eig(np.array([[1.0, 1.0], [0.0, 1.0]]))
+    ([1.0, 2.0], None)
+    """
     key = (digest(W), ar.dps)
     if key in _EIG_CACHE:
         return _EIG_CACHE[key]
@@ -242,7 +279,14 @@ def symmetric_eig(W, ar=FLOAT):
 
 def lapack_inv(A):
     """A^{-1} by LAPACK getrf + getri (in A's precision; numpy's inv is a slower gesv, and slower still in
-    float32); raises numpy.linalg.LinAlgError when A is exactly singular."""
+    float32); raises numpy.linalg.LinAlgError when A is exactly singular.
+
+    Examples
+    --------
+    >>> lapack_inv(np.array([[2.0, 0.0], [1.0, 1.0]]))
+    array([[ 0.5,  0. ],
+           [-0.5,  1. ]])
+    """
     from scipy.linalg import lapack
 
     # a C-ordered A is the Fortran-ordered Aᵀ: invert that without a copy, (Aᵀ)^{-1} = (A^{-1})ᵀ
@@ -261,7 +305,15 @@ def lapack_inv(A):
 def lapack_inv_rcond(A, max_err):
     """A^{-1} by LAPACK getrf + gecon + getri for A C-ordered real float (overwritten), or None when the
     estimated error eps·cond_∞(A) (gecon's reciprocal condition estimate, from the LU factors) is not below
-    ``max_err`` (then getri is not run). Raises numpy.linalg.LinAlgError when A is exactly singular."""
+    ``max_err`` (then getri is not run). Raises numpy.linalg.LinAlgError when A is exactly singular.
+
+    Examples
+    --------
+    >>> lapack_inv_rcond(np.diag([2.0, 4.0]), 1e-3).diagonal().tolist()
+    [0.5, 0.25]
+    >>> lapack_inv_rcond(np.diag([1.0, 1e-15]), 1e-3) is None
+    True
+    """
     from scipy.linalg import lapack
 
     At = A.T   # Fortran-ordered Aᵀ, factorised in place; ‖Aᵀ‖_1 = ‖A‖_∞
@@ -281,7 +333,14 @@ def lapack_inv_rcond(A, max_err):
 
 
 def grams(W, dtype=None):
-    """(W, Wᵀ, WᵀW, WWᵀ) in ``dtype`` (None: W's own), C-contiguous (cached per array and dtype)."""
+    """(W, Wᵀ, WᵀW, WWᵀ) in ``dtype`` (None: W's own), C-contiguous (cached per array and dtype).
+
+    Examples
+    --------
+    >>> W = np.array([[1.0, 2.0], [0.0, 1.0]])
+    >>> [g.tolist() for g in grams(W)[2:]]
+    [[[1.0, 2.0], [2.0, 5.0]], [[5.0, 2.0], [2.0, 1.0]]]
+    """
     d = digest(W)
     if d not in _GRAM_CACHE:
         if len(_GRAM_CACHE) > 8:
@@ -298,7 +357,14 @@ def grams(W, dtype=None):
 
 
 def identity_minus(p, Wd, Wt, a_, d_):
-    """I − αW − δWᵀ (float arrays) in the reused buffer ``base`` of :func:`workspace`."""
+    """I − αW − δWᵀ (float arrays) in the reused buffer ``base`` of :func:`workspace`.
+
+    Examples
+    --------
+    >>> W = np.array([[0.0, 1.0], [0.0, 0.0]])
+    >>> identity_minus(2, W, W.T.copy(), 2.0, 3.0).tolist()
+    [[1.0, -2.0], [-3.0, 1.0]]
+    """
     ws = workspace(p, Wd.dtype)
     base, tmp = ws["base"], ws["tmp"]
     np.multiply(Wd, -a_, out=base)
@@ -312,7 +378,16 @@ def identity_minus(p, Wd, Wt, a_, d_):
 def seed_rank_one_eig(W_hat, e, b):
     """Put the eigendecomposition of W_hat = I + (b − 1)êêᵀ (‖ê‖ = 1) into the eigen cache without an ``eigh``:
     λ = (b, 1, …, 1) with the Householder reflector E = I − 2vvᵀ/vᵀv, v = ê + sign(ê_1)e_1, whose first column is
-    ∓ê (E is symmetric and orthogonal, so W_hat = E diag(λ) Eᵀ); the other columns span ê^⊥, where W_hat is I."""
+    ∓ê (E is symmetric and orthogonal, so W_hat = E diag(λ) Eᵀ); the other columns span ê^⊥, where W_hat is I.
+
+    Examples
+    --------
+    >>> e = np.array([0.6, 0.8]); W_hat = np.eye(2) + 2.0 * np.outer(e, e)
+    >>> seed_rank_one_eig(W_hat, e, 3.0)
+    >>> lam, E = symmetric_eig(W_hat)
+    >>> bool(np.allclose(E @ np.diag(lam) @ E.T, W_hat))
+    True
+    """
     key = (digest(W_hat), None)
     if key in _EIG_CACHE:
         return

@@ -143,13 +143,21 @@ def general_w_model(f, c, W, mu=None, signal: str = "latent", diagonal: str = "f
                              kw=kw, c_yy=ar.scalar(c_yy), c_11=ar.scalar(c_11), constants=k, W_traces=W, arith=ar)
 
 
-# index of the n-blocks (x, u, w) and p-blocks (t, v, h, g, l)
+# index of the n-blocks (x, u, w)
 X_, U_, W_ = 0, 1, 2
-T_, V_, H_, G_, L_ = 0, 1, 2, 3, 4
 
 
 def sigma_pp(m, g):
-    """Σ_pp entries (dict) from the n-traces g (3×3): η restricted to the p-blocks."""
+    """Σ_pp entries (dict) from the n-traces g (3×3): η restricted to the p-blocks.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> m = general_w_model(activation("tanh"), 0.5, np.eye(6))
+    >>> S = sigma_pp(m, np.eye(3))
+    >>> sorted(S) == sorted(['tg', 'tl', 'tv', 'vg', 'vl', 'vv', 'hg', 'hl', 'hv'])
+    True
+    """
     a = m.a1 / m.c
     return {"tg": -a * g[X_, X_], "tl": a * g[X_, U_], "tv": g[X_, W_],
             "vg": -a * g[U_, X_], "vl": a * g[U_, U_], "vv": g[U_, W_],
@@ -168,14 +176,31 @@ def _coefficients(S):
 def coefficient_matrix(S):
     """(e, C) from the self-energies Σ_pp (:func:`sigma_pp`): e = 1/(1 − Σ_vv) and C = [[α, β], [γ', δ]] of
     B2 = [[I − αW, −βWᵀ], [−γ'W, I − δWᵀ]] after eliminating v (α = Σ_tl + eΣ_tvΣ_vl, β = Σ_tg + eΣ_tvΣ_vg,
-    γ' = Σ_hl + eΣ_hvΣ_vl, δ = Σ_hg + eΣ_hvΣ_vg)."""
+    γ' = Σ_hl + eΣ_hvΣ_vl, δ = Σ_hg + eΣ_hvΣ_vg).
+
+    Examples
+    --------
+    >>> S = dict(tg=1.0, tl=2.0, tv=0.0, vg=0.0, vl=0.0, vv=0.5, hg=3.0, hl=4.0, hv=0.0)
+    >>> e, C = coefficient_matrix(S)
+    >>> e, C.tolist()
+    (2.0, [[2.0, 1.0], [4.0, 3.0]])
+    """
     e, alpha, beta, gam, delta = _coefficients(S)
     return e, np.array([[alpha, beta], [gam, delta]])
 
 
 def p_traces(m, S, Hop=None, single: bool = False):
     """tr_p of the p-blocks G_pp[j, k], j ∈ {g, l, v}, k ∈ {t, v, h} (dict keyed 'jk'), and the
-    H operator (a new one at real S, in float32 when ``single``, or ``Hop`` linearised when given)."""
+    H operator (a new one at real S, in float32 when ``single``, or ``Hop`` linearised when given).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> m = general_w_model(activation("tanh"), 0.5, np.eye(6))
+    >>> P, H = p_traces(m, sigma_pp(m, np.eye(3)))
+    >>> len(P), H.T0.shape
+    (9, (2, 2))
+    """
     e, C = coefficient_matrix(S)
     if Hop is None:
         ar = model_arith(m)
@@ -190,7 +215,16 @@ def p_traces(m, S, Hop=None, single: bool = False):
 
 
 def sigma_nn(m, P, g):
-    """Σ_nn (3×3) from the p-traces P and the n-traces g (the Y-part and the elliptic N-part)."""
+    """Σ_nn (3×3) from the p-traces P and the n-traces g (the Y-part and the elliptic N-part).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> m = general_w_model(activation("tanh"), 0.5, np.eye(6))
+    >>> g = np.eye(3); P, _ = p_traces(m, sigma_pp(m, g))
+    >>> sigma_nn(m, P, g).shape
+    (3, 3)
+    """
     a1, c, s2, tau = m.a1, m.c, m.sigma2, m.tau
     # rows x, u, w; columns x, u, w
     S = [[-a1 * P["gt"] - s2 * g[W_, U_], -a1 * P["gv"], -a1 * P["gh"] + s2 * tau * g[W_, X_]],
@@ -325,7 +359,16 @@ def _steps_map(m, g, z, Hop, Jt, eta):
 def pencil_jacobian(m, g, z, Hop, eta=None, low: bool = False):
     """∂Φ/∂g (9×9) at real (g, z) by complex steps (η = the arithmetic's ``step``: 1e-20 in float64)
     through the linearised H operator (with ``low``, through its low-precision Jacobian: for Newton
-    steps only)."""
+    steps only).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> m = general_w_model(activation("tanh"), 0.5, np.eye(6))
+    >>> sol = solve_pencil(m, 1.0)
+    >>> pencil_jacobian(m, sol.g, 1.0, sol.Hop).shape
+    (9, 9)
+    """
     ar = model_arith(m)
     eta = ar.step if eta is None else eta
     if isinstance(ar, FloatArith) and np.asarray(g).dtype != object:
