@@ -11,25 +11,33 @@ Prints, with the BLAS threads set by threadpoolctl (``--threads``, default 1):
   μ = top with it cached (a second call, the strong-direction correction recomputed);
 - for a single head (MiniLM layer 2 head 0, rank 32, else a rank-32 Gaussian product), the structured
   Hermite-block path of docs/theory.md §12.8 that ``memorization_error`` takes for it: the set-up (the
-  constants over 5·10⁵ latent pairs, the 4000 token nodes, one SVD; cached per activation and W) and the
+  constants by quadrature over the latent law, the 4000 token nodes, one SVD; cached per activation and W) and the
   γ-points per second with the set-up cached, μ = 0 and μ = top, and the ratio of one γ-point to one
   Monte Carlo draw of the same head.
 
-Target (issue): at least 2 γ-points/s, and one theory point cheaper than one Monte Carlo draw.
+- for the full-rank W with ``structure='blocks'`` (docs/theory.md §12.9; ``--blocks-only`` runs only this): the
+  set-up of a new (f, W) (the block constants by quadrature over the latent law, the atoms, the token nodes:
+  every cache cleared) and the cost of one γ-point against one exact Monte Carlo draw at the same n, at c = 0.5
+  (n = 768) and c = 1 (n = 384), μ = 0, with the ratios.
 
-Run:  python benchmarks/bench_general_w.py [--threads 1] [--draws 4] [--head-only]
+Target (issue): at least 2 γ-points/s, and one theory point cheaper than one Monte Carlo draw; issue 34: a new
+(f, W) in at most 5 s of set-up, and one block γ-point no dearer than one draw at c = 0.5 and c = 1.
+
+Run:  python benchmarks/bench_general_w.py [--threads 1] [--draws 4] [--head-only | --blocks-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+import warnings
 
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import symattn as sa
 from symattn.backends import general_w as gw
+from symattn.backends.general_w import strong
 
 
 def weights(p=384):
@@ -72,7 +80,7 @@ def single_head(gammas, draws, repeats=3):
         t_first = time.perf_counter() - t
         times = []
         for _ in range(repeats):
-            gw._CORRECTION_CACHE.clear()   # the strong-direction correction is recomputed, not looked up
+            strong._CORRECTION_CACHE.clear()   # the strong-direction correction is recomputed, not looked up
             t = time.perf_counter()
             sa.memorization_error("tanh", 0.5, gammas, weights=W, mu=mu)
             times.append(time.perf_counter() - t)
@@ -90,18 +98,54 @@ def single_head(gammas, draws, repeats=3):
           f"{per_point[1] / t_draw:.2f} (mu = top)")
 
 
+def full_rank_blocks(gammas, draws, fname="tanh"):
+    """structure='blocks' on the full-rank W: set-up of a new (f, W), then per γ-point against one draw (c = 0.5, 1)."""
+    from symattn.backends import general_w_entry as ge
+    from symattn.backends.general_w import block_constants, hermite, latent
+
+    W, name = weights()
+    p = W.shape[0]
+    f = sa.activation(fname)
+    with warnings.catch_warnings():   # the warm-up's accuracy flag is not the benchmark's
+        warnings.simplefilter("ignore")
+        sa.memorization_error(fname, 0.5, [1.0], weights=np.eye(16) + 0.1, structure="blocks")   # imports, compile
+    for cache in (ge._BLOCK_CONSTANTS, block_constants._CONSTANTS, latent._RULES, hermite._NODE_CACHE):
+        cache.clear()
+    t = time.perf_counter()
+    k = gw.hermite_block_constants(f, W, max_rank=p)
+    t_const = time.perf_counter() - t
+    t = time.perf_counter()
+    gw.hermite_block_error(f, 0.5, [1.0], W, constants=k)       # + token nodes and the first fixed point
+    t_first = time.perf_counter() - t
+    print(f"full-rank blocks: {name}, p = {p}, {fname}; set-up of a new (f, W): constants {t_const:.2f} s "
+          f"(quadrature), first call {t_first:.2f} s (token nodes, one gamma-point)")
+    for c in (0.5, 1.0):
+        n = round(p / c)
+        t = time.perf_counter()
+        gw.hermite_block_error(f, c, gammas, W, constants=k)
+        per_point = (time.perf_counter() - t) / len(gammas)
+        t = time.perf_counter()
+        sa.simulate(fname, n=n, c=c, gamma=gammas, weights=W, draws=draws, seed=0, models=("attention",),
+                    progress=False)
+        t_draw = (time.perf_counter() - t) / draws
+        print(f"  c = {c:g} (n = {n}): {per_point:.3f} s per gamma-point, one Monte Carlo draw {t_draw:.3f} s; "
+              f"ratio {per_point / t_draw:.2f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--draws", type=int, default=4)
     ap.add_argument("--head-only", action="store_true", help="only the single-head (Hermite-block) lines")
+    ap.add_argument("--blocks-only", action="store_true", help="only the full-rank Hermite-block lines")
     args = ap.parse_args(argv)
     gammas = [0.01, 0.1, 1.0, 10.0]
-    if args.head_only:
+    only = full_rank_blocks if args.blocks_only else single_head if args.head_only else None
+    if only is not None:
         with threadpool_limits(limits=args.threads):
             libs = ", ".join(f"{i['internal_api']}={i['num_threads']}" for i in threadpool_info())
-            print(f"BLAS threads (threadpoolctl): {libs}; c = 0.5, tanh, gamma = {gammas}")
-            single_head(gammas, args.draws)
+            print(f"BLAS threads (threadpoolctl): {libs}; tanh, gamma = {gammas}")
+            only(gammas, args.draws)
         return
     W, name = weights()
     p = W.shape[0]
@@ -133,12 +177,12 @@ def main(argv=None):
             if mu is not None:
                 # again with the set-up of this μ cached (the surrogate's finite-p latent kernels, the model), the
                 # correction itself recomputed: the cost of a further γ-point
-                gw._CORRECTION_CACHE.clear()
+                strong._CORRECTION_CACHE.clear()
                 t = time.perf_counter()
                 gw.general_w_error(sa.activation("tanh"), 0.5, gammas, W, mu)
                 dt2 = time.perf_counter() - t
                 per_point.append(dt2 / len(gammas))
-                gw._CORRECTION_CACHE.clear()
+                strong._CORRECTION_CACHE.clear()
                 t = time.perf_counter()
                 gw.strong_direction_correction(sa.activation("tanh"), 0.5, gammas, W, mu)
                 print(f"  with the set-up of this mu cached: {len(gammas) / dt2:.2f} gamma-points/s, of which the "
@@ -159,6 +203,7 @@ def main(argv=None):
               f"{per_point[1] / t_draw:.2f} (mu = top, incl. its set-up), {per_point[2] / t_draw:.2f} (mu = top, "
               "set-up cached)")
         single_head(gammas, args.draws)
+        full_rank_blocks(gammas, args.draws)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import symattn as sa
 from symattn.backends import finite_p as fp
 from symattn.backends import fixedpoint as fpm
 from symattn.backends import general_w as gw
-from symattn.backends import hermite_blocks as hb
+from symattn.backends.general_w import hermite as hb
 from symattn.backends.context import FloatContext
 from symattn.errors import ConvergenceError
 
@@ -87,7 +87,7 @@ def test_general_w_restart(monkeypatch):
                  if label == "2 random heads sum")
     f = sa.activation("tanh")
     m = variants._summed_model(gw, f, 0.5, heads, [gw.general_w_model(f, 0.5, W, None) for W in heads], None, "f")
-    seen = spy(monkeypatch, gw)
+    seen = spy(monkeypatch, gw.pencil)
     cold = gw.solve_pencil(m, 1e-3)
     assert seen[-1].restarts >= 1 and seen[-1].converged
     warm = gw.solve_pencil(m, 1e-3, g0=gw.solve_pencil(m, 3e-3).g)

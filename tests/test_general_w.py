@@ -1,4 +1,4 @@
-"""The general-W theory (symattn/backends/general_w.py, docs/theory.md §12).
+"""The general-W theory (symattn/backends/general_w/, docs/theory.md §12).
 
 Default suite: the reduction to Theorem 1 (an independent derivation: the nine-traces Woodbury of
 §6 against the Woodbury on the pencil), the W = I bulk with a finite-p diagonal, the implicit
@@ -14,6 +14,7 @@ import pytest
 
 import symattn as sa
 from symattn.backends import general_w as gw
+from symattn.backends.general_w import hoperator, linalg, pencil
 from symattn.backends import general_w_entry as ge
 from symattn.errors import ParameterError, RealWeightsUnavailable
 
@@ -321,13 +322,13 @@ def test_symbolic_pencil_inverts_to_Q():
     g = rng.standard_normal((3, 3))
     m = gw.general_w_model(sa.activation("tanh"), vals["c"], np.eye(4))
     m.a1, m.sigma2, m.tau = vals["a1"], vals["sigma"] ** 2, vals["tau"]
-    S = gw._sigma_pp(m, g)
+    S = pencil.sigma_pp(m, g)
     gs = {P.g[i, j]: g[i, j] for i in range(3) for j in range(3)}
     for k, v in P.sigma_pp.items():
         assert float(v.subs(subs).subs(gs)) == pytest.approx(S[k], rel=1e-12)
-    Pn, _ = gw._p_traces(m, S)
+    Pn, _ = pencil.p_traces(m, S)
     T = {P.T[0, 0]: Pn["lt"], P.T[0, 1]: Pn["lh"], P.T[1, 0]: Pn["gt"], P.T[1, 1]: Pn["gh"]}
-    Snn = gw._sigma_nn(m, Pn, g)
+    Snn = pencil.sigma_nn(m, Pn, g)
     idx = {"x": 0, "u": 1, "w": 2}
     for k, v in P.sigma_nn.items():
         assert float(v.subs(subs).subs(gs).subs(T)) == pytest.approx(Snn[idx[k[0]], idx[k[1]]], rel=1e-10)
@@ -344,10 +345,10 @@ def test_pp_route_equals_2p_inverse(kind, monkeypatch):
     else:  # rank 6, non-symmetric
         W = rng.standard_normal((p, 6)) @ rng.standard_normal((6, p)) / np.sqrt(6 * p)
     C = np.array([[0.3, -0.8], [0.45, 0.2]])
-    monkeypatch.setattr(gw, "DENSE_ROUTE", "2p")
-    ref = gw._HOperator(W, C)
-    monkeypatch.setattr(gw, "DENSE_ROUTE", "pp")
-    new = gw._HOperator(W, C)
+    monkeypatch.setattr(hoperator, "DENSE_ROUTE", "2p")
+    ref = hoperator.HOperator(W, C)
+    monkeypatch.setattr(hoperator, "DENSE_ROUTE", "pp")
+    new = hoperator.HOperator(W, C)
     assert ref.H is not None and new.Ni is not None   # the two routes were taken
     np.testing.assert_allclose(new.T0, ref.T0, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(new.J, ref.J, rtol=1e-10, atol=1e-12)
@@ -357,7 +358,7 @@ def test_pp_route_equals_2p_inverse(kind, monkeypatch):
     mu = rng.standard_normal(p) / np.sqrt(p)
     f = sa.activation("tanh")
     E_new = gw.general_w_error(f, 0.5, [0.05, 2.0], W, mu, signal="linear")["E"]
-    monkeypatch.setattr(gw, "DENSE_ROUTE", "2p")
+    monkeypatch.setattr(hoperator, "DENSE_ROUTE", "2p")
     E_ref = gw.general_w_error(f, 0.5, [0.05, 2.0], W, mu, signal="linear")["E"]
     np.testing.assert_allclose(E_new, E_ref, rtol=1e-10)
 
@@ -369,11 +370,11 @@ def test_one_and_two_inverse_pp_routes_agree(monkeypatch):
     p = 40
     W = rng.standard_normal((p, p)) / np.sqrt(p)
     C = np.array([[0.25, -0.9], [0.5, 0.15]])
-    one = gw._HOperator(W, C)
-    monkeypatch.setattr(gw, "PP_ONE_INVERSE", False)
-    two = gw._HOperator(W, C)
-    monkeypatch.setattr(gw, "DENSE_ROUTE", "2p")
-    ref = gw._HOperator(W, C)
+    one = hoperator.HOperator(W, C)
+    monkeypatch.setattr(hoperator, "PP_ONE_INVERSE", False)
+    two = hoperator.HOperator(W, C)
+    monkeypatch.setattr(hoperator, "DENSE_ROUTE", "2p")
+    ref = hoperator.HOperator(W, C)
     assert one._one and not two._one and two.Npi is not None and ref.H is not None
     for h in (one, two):
         np.testing.assert_allclose(h.T0, ref.T0, rtol=1e-10, atol=1e-12)
@@ -382,8 +383,8 @@ def test_one_and_two_inverse_pp_routes_agree(monkeypatch):
     f = sa.activation("tanh")
     E = {}
     for route, one_inverse in (("2p", True), ("pp", False), ("pp", True)):
-        monkeypatch.setattr(gw, "DENSE_ROUTE", route)
-        monkeypatch.setattr(gw, "PP_ONE_INVERSE", one_inverse)
+        monkeypatch.setattr(hoperator, "DENSE_ROUTE", route)
+        monkeypatch.setattr(hoperator, "PP_ONE_INVERSE", one_inverse)
         E[route, one_inverse] = gw.general_w_error(f, 0.5, [0.05, 2.0], W, mu, signal="linear")["E"]
     np.testing.assert_allclose(E["pp", True], E["2p", True], rtol=1e-10)
     np.testing.assert_allclose(E["pp", False], E["2p", True], rtol=1e-10)
@@ -399,7 +400,7 @@ def test_anderson_restart_converges_where_the_history_cycles(monkeypatch):
     mu = rng.standard_normal(p) / np.sqrt(p) * 1.5
     f = sa.activation("tanh")
     E = gw.general_w_error(f, 2.0, [0.01], W, mu, signal="linear")["E"]
-    monkeypatch.setattr(gw, "SINGLE_ABOVE", np.inf)
+    monkeypatch.setattr(pencil, "SINGLE_ABOVE", np.inf)
     E64 = gw.general_w_error(f, 2.0, [0.01], W, mu, signal="linear")["E"]
     np.testing.assert_allclose(E, E64, rtol=1e-10)
 
@@ -477,7 +478,7 @@ def test_kernel_structure_chooses_the_blocks_for_low_rank_W_only():
 def test_memorization_error_routes_a_low_rank_W_to_the_blocks():
     """memorization_error(weights=W) of a rank-6 W is the Hermite-block theory; structure='free' the §12 one;
     structure= without weights= is refused."""
-    from symattn.backends.hermite_blocks import hermite_block_error
+    from symattn.backends.general_w import hermite_block_error
 
     rng = np.random.default_rng(4)
     p = 80
@@ -498,14 +499,14 @@ def test_memorization_error_routes_a_low_rank_W_to_the_blocks():
 
 def _cold_start_E(m, gamma):
     """E at γ by the solver as it was before the physical checks: every γ from the γ → ∞ start, no check."""
-    with gw._ar(m) as ar:
+    with linalg.model_arith(m) as ar:
         sol = gw.solve_pencil(m, float(gamma))
         eta = ar.step
-        J = gw._jacobian(m, sol.g, gamma, sol.Hop, eta)
+        J = pencil.pencil_jacobian(m, sol.g, gamma, sol.Hop, eta)
         zc = complex(gamma, eta * gamma)
         dz = gw.pencil_map(m, sol.g, zc, sol.Hop)[0].imag.ravel() / (eta * gamma)
         dg = np.linalg.solve(np.eye(9) - J, dz)
-        Hm = None if m.W_traces is m.W else gw._HOperator(m.W, gw._C(gw._sigma_pp(m, sol.g))[1].real)
+        Hm = None if m.W_traces is m.W else hoperator.HOperator(m.W, pencil.coefficient_matrix(pencil.sigma_pp(m, sol.g))[1].real)
         Fc = gw.resolvent_F(m, sol.g + 1j * eta * gamma * dg.reshape(3, 3), zc, sol.Hop, Hm)
         return float(-gamma * gamma * Fc.imag / (eta * gamma))
 

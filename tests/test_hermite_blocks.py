@@ -1,4 +1,4 @@
-"""The structured Hermite blocks of the general-W theory (symattn.backends.hermite_blocks; docs/theory.md §12.8)."""
+"""The structured Hermite blocks of the general-W theory (symattn.backends.general_w.hermite, .block_constants; docs/theory.md §12.8)."""
 
 import math
 
@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import symattn as sa
-from symattn.backends import hermite_blocks as gc
+from symattn.backends.general_w import block_constants as bc
+from symattn.backends.general_w import hermite as gc
+from symattn.backends.general_w import hoperator as ho
 from symattn.backends.general_w import general_w_constants, general_w_error
 
 
@@ -24,12 +26,12 @@ def test_chaos_decomposition_is_the_feature_sum():
     shat = rng.uniform(0.2, 1.0, r)
     shat /= np.linalg.norm(shat)
     u, v = rng.standard_normal((50, r)), rng.standard_normal((50, r))
-    x, t33, t31, t22, t20 = gc._chaos_parts(u, v, shat)
-    idx3, idx2 = gc._triples(r), gc._pairs(r)
+    x, t33, t31, t22, t20 = bc._chaos_parts(u, v, shat)
+    idx3, idx2 = bc.index_triples(r), bc.index_pairs(r)
     m3 = math.sqrt(6) * np.prod(shat[idx3], axis=1)
     m2 = math.sqrt(2) * np.prod(shat[idx2], axis=1)
-    f3 = np.sum(gc._features(u, idx3) * m3 * gc._features(v, idx3), 1)
-    f2 = np.sum(gc._features2(u, idx2) * m2 * gc._features2(v, idx2), 1)
+    f3 = np.sum(bc._features(u, idx3) * m3 * bc._features(v, idx3), 1)
+    f2 = np.sum(bc._features2(u, idx2) * m2 * bc._features2(v, idx2), 1)
     np.testing.assert_allclose(t33, f3, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(t22, f2, rtol=1e-10, atol=1e-10)
     # the (3,1) part: 3 Σ_c ŝ_c w_c(u) v_c + (u ↔ v), with w_c(u) = Σ_a ŝ_a² H_aac(u) from the Hermite tensor
@@ -47,7 +49,7 @@ def test_features_are_orthonormal():
     """E[Ĥ_α Ĥ_β] = δ_αβ (Monte Carlo, 2e5 Gaussian vectors, each entry within 5 of its own se)."""
     rng = np.random.default_rng(2)
     u = rng.standard_normal((200_000, 3))
-    for F in (gc._features(u, gc._triples(3)), gc._features2(u, gc._pairs(3))):
+    for F in (bc._features(u, bc.index_triples(3)), bc._features2(u, bc.index_pairs(3))):
         prod = F[:, :, None] * F[:, None, :]
         C, se = prod.mean(0), prod.std(0) / math.sqrt(len(u))
         assert np.all(np.abs(C - np.eye(C.shape[0])) < 5 * se + 1e-12)
@@ -55,7 +57,7 @@ def test_features_are_orthonormal():
 
 def _ge_constants(f, W):
     k0 = general_w_constants(f, W)
-    return gc.HermiteBlockConstants(b0=k0.a0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=k0.s2, rest_tau=k0.tau,
+    return bc.HermiteBlockConstants(b0=k0.a0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=k0.s2, rest_tau=k0.tau,
                                   m33=None, m31=np.zeros(0), rank=6, shat=None, omega=k0.omega, U=None, V=None)
 
 
@@ -66,7 +68,7 @@ def test_cross_term_second_moments():
     shat = np.array([0.7, 0.5, 0.4, 0.3])
     shat /= np.linalg.norm(shat)
     u, v = rng.standard_normal((400_000, r)), rng.standard_normal((400_000, r))
-    _, _, t31, _, t20 = gc._chaos_parts(u, v, shat)
+    _, _, t31, _, t20 = bc._chaos_parts(u, v, shat)
     p2 = np.sum(shat**4)
     for x, ref in ((t31, 18 * np.sum(shat**2 * (2 * p2 + 4 * shat**4))), (t20, 4 * p2)):
         assert abs(np.mean(x * x) - ref) < 5 * np.std(x * x) / math.sqrt(len(x))
@@ -95,7 +97,7 @@ def test_block_with_vanishing_weights_is_free_noise():
     W = _low_rank()
     k0 = general_w_constants(f, W)
     D = 200_000
-    k = gc.HermiteBlockConstants(b0=0.0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=0.5 * k0.s2, rest_tau=0.0,
+    k = bc.HermiteBlockConstants(b0=0.0, b1=k0.a1, b3=0.0, b31=0.0, rest_var=0.5 * k0.s2, rest_tau=0.0,
                                m33=None, m31=np.full(D, math.sqrt(0.5 * k0.s2 / D)), rank=6, shat=None,
                                omega=k0.omega, U=None, V=None)
     E_block = gc.hermite_block_error(f, 0.5, [0.1], W, constants=k, blocks=("31",))["E"]
@@ -107,16 +109,16 @@ def test_low_rank_traces_equal_the_pp_route():
     """The 2r×2r Woodbury traces of a rank-r W equal general_w's p×p-route traces T0 at random real C, their
     complex steps (one point and a batch of points) equal its Jacobian J·ΔC, and a batch of distinct real C
     equals the points one by one."""
-    from symattn.backends.general_w import _HOperator
+    from symattn.backends.general_w.hoperator import HOperator
 
     rng = np.random.default_rng(5)
     W = _low_rank(p=60, r=7, seed=2)
-    T = gc._low_rank_traces(W)
-    assert isinstance(T, gc._LowRankTraces) and T.r == 7
+    T = ho.low_rank_traces(W)
+    assert isinstance(T, ho.LowRankTraces) and T.r == 7
     eta = 1e-20
     for _ in range(4):
         C = 0.4 * rng.standard_normal((2, 2))
-        H = _HOperator(W, C)
+        H = HOperator(W, C)
         np.testing.assert_allclose(T.traces(C), H.T0, rtol=1e-10, atol=1e-12)
         dC = rng.standard_normal((2, 2, 3))
         lin = np.tensordot(H.J, dC, axes=([2, 3], [0, 1]))
@@ -133,9 +135,9 @@ def test_low_rank_traces_equal_the_pp_route():
     np.testing.assert_allclose(T.apply(C, v), np.linalg.solve(B2, v), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(T.apply(C, v[:, 0]), np.linalg.solve(B2, v[:, 0]), rtol=1e-10, atol=1e-12)
     dC = rng.standard_normal((2, 2))
-    ref = _HOperator(W, C).apply(C + 1j * eta * dC, v).imag / eta       # linearised in C − C0 there
+    ref = HOperator(W, C).apply(C + 1j * eta * dC, v).imag / eta       # linearised in C − C0 there
     np.testing.assert_allclose(T.apply(C + 1j * eta * dC, v).imag / eta, ref, rtol=1e-9, atol=1e-11)
-    assert gc._low_rank_traces(np.eye(20)) is None      # full rank: the p×p route
+    assert ho.low_rank_traces(np.eye(20)) is None      # full rank: the p×p route
 
 
 def test_closed_form_token_scales_equal_the_feature_sums():
@@ -146,7 +148,7 @@ def test_closed_form_token_scales_equal_the_feature_sums():
     shat = rng.uniform(0.1, 1.0, r)
     shat /= np.linalg.norm(shat)
     u = rng.standard_normal((300, r))
-    for closed, feat, idx in ((gc._scale3, gc._features, gc._triples), (gc._scale2, gc._features2, gc._pairs)):
+    for closed, feat, idx in ((gc._scale3, bc._features, bc.index_triples), (gc._scale2, bc._features2, bc.index_pairs)):
         m2 = np.prod(shat[idx(r)] ** 2, axis=1)
         ref = feat(u, idx(r)) ** 2 @ m2 / m2.sum()
         np.testing.assert_allclose(closed(u, shat**2), ref, rtol=1e-12)
@@ -198,14 +200,14 @@ def test_implicit_derivative_and_low_rank_route_agree_with_the_reference_path(wi
     f = sa.activation("tanh")
     W = _low_rank(p=60, r=5, seed=1)
     mu = np.random.default_rng(8).standard_normal(60) / math.sqrt(60) * 1.2 if with_mu else None
-    k = gc.hermite_block_constants(f, W, pairs=20000)
+    k = bc.hermite_block_constants(f, W, pairs=20000)
     g = [0.01, 0.3, 5.0]
     kw = dict(mu=mu, constants=k, tokens=400, signal="linear")
     E = gc.hermite_block_error(f, 0.5, g, W, **kw)
     Ec = gc.hermite_block_error(f, 0.5, g, W, derivative="central", **kw)
     np.testing.assert_allclose(E["E"], Ec["E"], rtol=1e-6)
     np.testing.assert_allclose(E["F"], Ec["F"], rtol=1e-10)
-    monkeypatch.setattr(gc, "_low_rank_traces", lambda W: None)
+    monkeypatch.setattr(gc, "low_rank_traces", lambda W: None)
     Ep = gc.hermite_block_error(f, 0.5, g, W, **kw)
     np.testing.assert_allclose(E["E"], Ep["E"], rtol=1e-8)
     np.testing.assert_allclose(E["F"], Ep["F"], rtol=1e-10)
@@ -250,7 +252,7 @@ def test_theory_matches_its_block_kernel():
     weights, far from free noise), tolerance 4 se + 1 %."""
     f = sa.activation("tanh")
     W = _low_rank(p=200, r=4, seed=3)
-    k = gc.hermite_block_constants(f, W, pairs=100_000)
+    k = bc.hermite_block_constants(f, W, pairs=100_000)
     k.rest_tau = 0.0
     gam = [0.01, 0.1, 1.0]
     mc = _block_kernel_EA(W, k, 0.5, gam, draws=8, seed=5)
@@ -287,8 +289,8 @@ def test_atoms_keep_the_block_sums_and_its_phi():
     1e-4 relative (r = 30, against the enumerated weights)."""
     shat = np.sort(np.random.default_rng(2).uniform(0.05, 1.0, 30))[::-1]
     shat /= np.linalg.norm(shat)
-    m2 = 6 * 0.3**2 * np.prod(shat[gc._triples(30)] ** 2, axis=1)
-    a = gc._cubic_atoms(shat, 6 * 0.3**2, bins=300)
+    m2 = 6 * 0.3**2 * np.prod(shat[bc.index_triples(30)] ** 2, axis=1)
+    a = bc._cubic_atoms(shat, 6 * 0.3**2, bins=300)
     assert a.size == m2.size
     np.testing.assert_allclose([a.total(), np.sum(a.w * a.v**2)], [m2.sum(), np.sum(m2**2)], rtol=1e-12)
     for x in (0.1, 10.0, 1e3, 1e5):
@@ -300,11 +302,11 @@ def test_full_rank_blocks_equal_the_enumerated_ones(monkeypatch):
     MAX_BLOCK_RANK) equals the enumerated block (rank 12 W, MAX_BLOCK_RANK lowered to 4) to 1e-4."""
     f = sa.activation("tanh")
     W = _low_rank(p=48, r=12, seed=4)
-    k = gc.hermite_block_constants(f, W, pairs=20000)
+    k = bc.hermite_block_constants(f, W, pairs=20000)
     ref = gc.hermite_block_error(f, 1.0, [0.01, 1.0], W, constants=k, tokens=300)["E"]
-    monkeypatch.setattr(gc, "MAX_BLOCK_RANK", 4)
-    ka = gc.hermite_block_constants(f, W, pairs=20000, max_rank=48)
-    assert isinstance(ka.m33, gc.BlockAtoms) and ka.b3 == k.b3
+    monkeypatch.setattr(bc, "MAX_BLOCK_RANK", 4)
+    ka = bc.hermite_block_constants(f, W, pairs=20000, max_rank=48)
+    assert isinstance(ka.m33, bc.BlockAtoms) and ka.b3 == k.b3
     E = gc.hermite_block_error(f, 1.0, [0.01, 1.0], W, constants=ka, tokens=300)["E"]
     np.testing.assert_allclose(E, ref, rtol=1e-4)
 
@@ -329,3 +331,97 @@ def test_minilm_full_rank_blocks_against_monte_carlo(layer, fname, c):
     Ef = sa.memorization_error(fname, c, gam, weights=W)
     assert np.all(np.abs(Eb - mc) <= 0.06 * mc), (Eb, mc)
     assert abs(Eb[0] - mc[0]) < abs(Ef[0] - mc[0]), (Eb, Ef, mc)
+
+
+# --- Issue 34: deterministic block constants (docs/theory.md §12.8) ----------------------------------------------
+
+def test_quadrature_constants_of_he2_and_he3_are_exact():
+    """For f = He₃ (ω = 1) the chaos decomposition He₃(x) = P33 + P31 + P13 + 6y3 gives b1 = 6p₂, b3 = √6,
+    b31 = 1, rest_var = 36(p₃ − p₂²); for f = He₂, b2 = √2, b20 = 1 and no remainder. The quadrature reproduces
+    them to rounding. (rest_tau, exactly 36[tr(Ŝ³OŜ³O) − 2p₂ tr(Ŝ³OŜO) + p₂² tr(ŜOŜO)]/rest_var = 0.05 for He₃
+    here, is only approximated: 0.40 at this rank 6, where the conditional covariance q fluctuates most.)"""
+    W = _low_rank(p=40, r=6, seed=0)
+    shat = bc._svd(W)[1]
+    p2, p3 = np.sum(shat**4), np.sum(shat**6)
+    k = bc.hermite_block_constants(sa.activation("x**3 - 3*x"), W, max_rank=40)
+    np.testing.assert_allclose([k.b0, k.b1, k.b3, k.b31, k.rest_var], [0.0, 6 * p2, math.sqrt(6), 1.0, 36 * (p3 - p2**2)],
+                               rtol=1e-9, atol=1e-12)
+    k2 = bc.hermite_block_constants(sa.activation("x**2 - 1"), W, max_rank=40)
+    np.testing.assert_allclose([k2.b0, k2.b1, k2.b2, k2.b20, k2.rest_var], [0.0, 0.0, math.sqrt(2), 1.0, 0.0],
+                               atol=1e-10)
+
+
+def test_variance_rule_against_the_gamma_law():
+    """For equal ŝ_a = 1/√r, s = χ²_r/r (E s^m = Π_{j<m}(r + 2j)/r) and t = Σŝ⁴u² = s/r: the Gauss rule of
+    s integrates s^m exactly for m < 2N and the tilted weights give E[t s^m] = E[s^{m+1}]/r for m < N."""
+    from symattn.backends.general_w.latent import variance_rule
+
+    r, N = 5, 10
+    s, w, nu = variance_rule(np.full(r, r**-0.5), nodes=N)
+    exact = lambda m: math.prod((r + 2 * j) / r for j in range(m))
+    np.testing.assert_allclose([w @ s**m for m in range(2 * N)], [exact(m) for m in range(2 * N)], rtol=1e-9)
+    np.testing.assert_allclose([nu @ s**m for m in range(N)], [exact(m + 1) / r for m in range(N)], rtol=1e-9)
+
+
+def test_transposed_regressor_moments_against_monte_carlo():
+    """The trace identities of latent.pair_traces (E[X_ij X_ji] for ξ, T33, P31 + P13, T22, P20 + P02) against
+    Monte Carlo of the regressors themselves (no activation) at a strongly non-symmetric rank-3 W, 1.6·10⁶ pairs:
+    within 4 standard errors."""
+    from symattn.backends.general_w.latent import pair_traces
+
+    rng0 = np.random.default_rng(3)
+    A, B = rng0.standard_normal((12, 3)), rng0.standard_normal((12, 3))
+    U, shat, V, _ = bc._svd(A @ A.T + 0.4 * A @ B.T)
+    O = U.T @ V
+    tr = pair_traces(shat, O)
+    rng = np.random.default_rng(1)
+    L = np.linalg.cholesky(np.eye(3) - O.T @ O + 1e-12 * np.eye(3))
+    vals = []
+    for _ in range(8):
+        ui, uj = rng.standard_normal((2, 200_000, 3))
+        vi, vj = ui @ O + rng.standard_normal((200_000, 3)) @ L.T, uj @ O + rng.standard_normal((200_000, 3)) @ L.T
+        vals.append(np.mean(np.stack(bc._chaos_parts(ui, vj, shat)) * np.stack(bc._chaos_parts(uj, vi, shat)), 1))
+    vals = np.array(vals)
+    mean, se = vals.mean(0), vals.std(0, ddof=1) / math.sqrt(len(vals))
+    ref = np.array([tr[k] for k in ("xi", "t33", "t31", "t22", "t20")])
+    assert np.all(np.abs(mean - ref) <= 4 * se + 1e-12), (mean, se, ref)
+
+
+@pytest.mark.parametrize("fname", ["tanh", "gelu"])
+def test_quadrature_constants_agree_with_the_monte_carlo(fname):
+    """The single-entry moments E[f X] (X = 1, ξ, T33, P31 + P13[, T22, P20 + P02]), E f² and E[f_ij ξ_ji] of the
+    quadrature against the Monte Carlo over latent pairs (8 seeds × 10⁵ pairs, rank-8 W): within 4 se; E[f_ij f_ji]
+    (second order in the fluctuation of the conditional covariance) within 4 se + 2·10⁻³ (0.1 of rest_var)."""
+    f = sa.activation(fname)
+    W = _low_rank(p=40, r=8, seed=1)
+    U, shat, V, om = bc._svd(W)
+    O = U.T @ V
+    names = ["1", "xi", "t33", "t31"] + (["t22", "t20"] if fname == "gelu" else [])
+    Xf, ff, fxt, fft = bc._quadrature_moments(f, O, shat, om, names)
+    runs = [bc._mc_moments(f, O, shat, om, names, 100_000, seed) for seed in range(8)]
+    rows = np.array([np.concatenate([r[0], [r[1], r[3][1], r[4]]]) for r in runs])
+    mean, se = rows.mean(0), rows.std(0, ddof=1) / math.sqrt(len(rows))
+    ref = np.concatenate([Xf, [ff, fxt, fft]])
+    tol = 4 * se + np.r_[np.zeros(len(ref) - 1), 2e-3]
+    assert np.all(np.abs(mean - ref) <= tol), (mean, se, ref)
+
+
+def test_quadrature_constants_are_deterministic():
+    """Two evaluations (caches cleared) agree to 10⁻¹⁰; the result is cached by the content of (f, W)."""
+    from symattn.backends.general_w import latent
+
+    f, W = sa.activation("tanh"), _low_rank(p=40, r=6, seed=2)
+    k1 = bc.hermite_block_constants(f, W, max_rank=40)
+    assert bc.hermite_block_constants(f, W.copy(), max_rank=40) is k1
+    bc._CONSTANTS.clear()
+    latent._RULES.clear()
+    k2 = bc.hermite_block_constants(f, W, max_rank=40)
+    a = [getattr(k1, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
+    b = [getattr(k2, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-14)
+
+
+def test_unknown_constants_method_is_refused():
+    with pytest.raises(sa.errors.ParameterError) as info:
+        bc.hermite_block_constants(sa.activation("tanh"), _low_rank(), method="sampling")
+    assert info.value.name == "method"

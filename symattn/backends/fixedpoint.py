@@ -1,6 +1,6 @@
 r"""One fixed-point driver for the Dyson equations x = Φ(x) of the backends (after mpmath's ``findroot``).
 
-The four Dyson loops (:func:`symattn.backends.general_w.solve_pencil`, ``hermite_blocks._solve``,
+The four Dyson loops (:func:`symattn.backends.general_w.solve_pencil`, ``general_w.hermite._solve``,
 ``symattn.variants._concat_solve``, :func:`symattn.backends.finite_p.solve_pencil`) run on
 :func:`fixed_point`. A *strategy* proposes the next iterate from the current one and its image;
 the driver owns everything else:

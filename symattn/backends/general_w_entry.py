@@ -7,7 +7,7 @@ Its nonlinear part is modelled one of two ways (:func:`kernel_structure`):
   exact diagonal — solved by :mod:`symattn.backends.general_w` (numpy or mpmath);
 - ``'blocks'``: for a low-rank W (a single head W_K^{hᵀ}W_Q^h), the Hermite parts of degree 2 and 3
   live on the symmetric square and cube of the r-dimensional range of W and are kept as structured
-  random-feature blocks (§12.8, :mod:`symattn.backends.hermite_blocks`).
+  random-feature blocks (§12.8, :mod:`symattn.backends.general_w.hermite`).
 
 ``'auto'`` picks ``'blocks'`` exactly when W is of low rank, rank W <= min(:data:`BLOCK_MAX_RANK`, p/4)
 (for single MiniLM heads, rank 32 at p = 384, the free noise was 4–11 % off at small γ; for rank p it is
@@ -22,8 +22,8 @@ import numpy as np
 
 from ..errors import ConvergenceError, ParameterError
 from ..model import check_mu, check_weights, weight_rank
-from .general_w import MPMATH_MAX_P, _arith, _digest, general_w_error
-from .hermite_blocks import MAX_BLOCK_RANK, hermite_block_constants, hermite_block_error
+from .general_w import (MAX_BLOCK_RANK, MPMATH_MAX_P, arith, digest, general_w_error, hermite_block_constants,
+                        hermite_block_error)
 
 __all__ = ["BLOCK_MAX_RANK", "BLOCK_MAX_FRACTION", "STRUCTURES", "kernel_structure", "general_memorization_error"]
 
@@ -89,7 +89,7 @@ def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagona
 
 
 def _rank(W) -> int:
-    key = _digest(W)
+    key = digest(W)
     if key not in _RANKS:   # one SVD per W, not one per call
         if len(_RANKS) > 16:
             _RANKS.clear()
@@ -101,7 +101,7 @@ def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
     """E_A at one c for the γ's, with the chosen kernel model."""
     if kind == "free":
         return general_w_error(f, c, gammas, W, mu, signal=signal, diagonal=diagonal, ctx=ar)["E"]
-    key = (f, _digest(W))
+    key = (f, digest(W))
     if key not in _BLOCK_CONSTANTS:
         if len(_BLOCK_CONSTANTS) > 16:
             _BLOCK_CONSTANTS.clear()
@@ -149,7 +149,7 @@ def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "atte
     structure : {'auto', 'blocks', 'free'}
         The model of the kernel's nonlinear part (:func:`kernel_structure`): 'free', the elliptic
         noise of docs/theory.md §12.1; 'blocks', the structured Hermite blocks of §12.8
-        (:func:`symattn.backends.hermite_blocks.hermite_block_error`; numpy, diagonal 'f', signal
+        (:func:`symattn.backends.general_w.hermite.hermite_block_error`; numpy, diagonal 'f', signal
         'latent' or 'linear'); 'auto' (default), 'blocks' when rank W <= :data:`BLOCK_MAX_RANK` and
         the blocks apply, else 'free'.
 
@@ -186,7 +186,7 @@ def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "atte
         raise ParameterError("backend", backend, f"'numpy' for p > {MPMATH_MAX_P} (here p = {p}): the mpmath "
                              "arithmetic costs O(p³) Python operations per Dyson evaluation")
     ctx = context(backend, dps)
-    ar = _arith(ctx)
+    ar = arith(ctx)
     kind = kernel_structure(W, structure, backend=backend, diagonal=diagonal, signal=signal)
     c_arr, g_arr = check_c(c), check_gamma(gamma)
     shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
