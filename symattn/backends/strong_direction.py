@@ -42,10 +42,11 @@ from ..errors import ConvergenceError, ParameterError
 from ..gauss import gauss_hermite
 
 from .context import FloatContext
+from .general_w import general_w_error
 from .finite_p import _inv3, _weighted_svd, latent_quadrature, latent_resolvent
 from .fixedpoint import Anderson, GrowthRestart, fixed_point
 
-__all__ = ["bulk_kernels", "solve_bulk_pencil", "bulk_signal_error", "MAX_RANK", "DIAG_NODES"]
+__all__ = ["bulk_kernels", "solve_bulk_pencil", "cross_term_shift", "bulk_signal_error", "MAX_RANK", "DIAG_NODES"]
 
 #: largest number of separable slope terms R carried on the p-side (J = 1 + 2R blocks of size p − 1)
 MAX_RANK = 3
@@ -55,6 +56,8 @@ RANK_TOL = 1e-3
 DIAG_NODES = 8
 #: Hermite degree of the elliptic covariance profile
 HERMITE_DEGREE = 24
+#: the p-side inverse is taken in float32 while the Dyson residual is above this (the values do not change)
+LOW_PRECISION_RESIDUAL = 1e-4
 #: relative step of the central difference for F'(γ)
 DIFF_STEP = 2e-4
 
@@ -186,22 +189,23 @@ def _separable(kern, rank):
     return sig[:R], np.repeat(psi[:, :R], ne, axis=0), np.repeat(chi[:, :R], ne, axis=0)
 
 
-def _p_traces(sigma, mats, mtype, q1, p):
+def _p_traces(sigma, mats, mtype, q1, p, dtype=np.float64):
     r"""T_kI = tr(M_k 𝔄^{-1}[k, I])/p for 𝔄 = −I − Σ σ_Ik E_Ik ⊗ M_k, with block 0 (M_0 = I) eliminated.
 
     With a = −1 − σ_00 and σ'_Ik = σ_Ik − σ_I0σ_0k/(1 + σ_00) (I, k ≥ 1), 𝔅 = −I − Σ σ'_Ik E_Ik ⊗ M_k and
     t_kI = tr(M_k 𝔅^{-1}[k, I])/p: T_kI = t_kI, T_k0 = Σ_I t_kI σ_I0/a, T_0I = Σ_k σ_0k t_kI/a,
-    T_00 = (p − 1)/(p a) + Σ_kI σ_0k t_kI σ_I0/a² (the Schur complement on block 0).
+    T_00 = (p − 1)/(p a) + Σ_kI σ_0k t_kI σ_I0/a² (the Schur complement on block 0). The inverse of 𝔅 in
+    ``dtype`` (float32 while the Dyson residual is above :data:`LOW_PRECISION_RESIDUAL`).
     """
     J = sigma.shape[0]
     a = -1.0 - sigma[0, 0]
     sp = sigma[1:, 1:] - np.outer(sigma[1:, 0], sigma[0, 1:]) / (1.0 + sigma[0, 0])
     Jr = J - 1
-    big = -np.eye(Jr * q1)
+    big = -np.eye(Jr * q1, dtype=dtype)
     for I in range(Jr):
         for k in range(Jr):
-            big[I * q1:(I + 1) * q1, k * q1:(k + 1) * q1] -= sp[I, k] * mats[mtype[k + 1]]
-    inv = np.linalg.inv(big)
+            big[I * q1:(I + 1) * q1, k * q1:(k + 1) * q1] -= (sp[I, k] * mats[mtype[k + 1]]).astype(dtype)
+    inv = np.linalg.inv(big).astype(np.float64)
     t = np.empty((Jr, Jr))
     for k in range(Jr):
         Mk = mats[mtype[k + 1]]
@@ -290,7 +294,8 @@ def solve_bulk_pencil(kern, c, z, rank=None, tol=1e-12, G0=None, maxiter=400):
         sigma = np.empty((J, J))
         for I in range(J):
             sigma[I] = (wa[:, I] @ (G[:, jI[I], :][:, jk] * bk)) / c
-        T = _p_traces(sigma, mats, mtype, q1, p)
+        low = state is not None and state.residual > LOW_PRECISION_RESIDUAL
+        T = _p_traces(sigma, mats, mtype, q1, p, np.float32 if low else np.float64)
         Snn = np.zeros((Q, 3, 3))
         for k in range(J):
             for I in range(J):
@@ -314,14 +319,56 @@ def solve_bulk_pencil(kern, c, z, rank=None, tol=1e-12, G0=None, maxiter=400):
     return out.x, out.iterations
 
 
+def cross_term_shift(f, c, gamma, W, mu, diagonal: str = "f"):
+    r"""The effect of the cross terms P⊥Wμ̂, P⊥Wᵀμ̂ in the Gaussian-equivalent theory: E_GE(W) − E_GE(W_nc).
+
+    docs/theory.md §12.10: W_nc = P⊥WP⊥ + b μ̂μ̂ᵀ is W with the cross terms removed (the model of
+    :func:`solve_bulk_pencil`); both values by :func:`symattn.backends.general_w.general_w_error` with
+    ``signal='linear'``. Exactly 0 when μ̂ is an eigenvector of W and Wᵀ.
+
+    Parameters
+    ----------
+    f : activation spec
+    c : float
+    gamma : array_like
+    W : array_like, p×p
+    mu : array_like, shape (p,), nonzero
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> W = np.diag(np.linspace(0.5, 1.5, 20)); mu = np.r_[1.0, np.zeros(19)]   # μ̂ an eigenvector: no cross terms
+    >>> cross_term_shift("tanh", 0.5, [0.1], W, mu).tolist()
+    [0.0]
+    """
+    f = activation(f)
+    W = np.asarray(W, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    mh = mu / np.linalg.norm(mu)
+    P = np.eye(W.shape[0]) - np.outer(mh, mh)
+    W_nc = P @ W @ P + float(mh @ W @ mh) * np.outer(mh, mh)
+    if np.array_equal(W_nc, W) or np.max(np.abs(W_nc - W)) <= 1e-14 * np.max(np.abs(W)):
+        return np.zeros(len(np.atleast_1d(gamma)))
+    g = np.atleast_1d(np.asarray(gamma, dtype=float))
+    return (general_w_error(f, c, g, W, mu, signal="linear", diagonal=diagonal)["E"]
+            - general_w_error(f, c, g, W_nc, mu, signal="linear", diagonal=diagonal)["E"])
+
+
 def bulk_signal_error(f, c, gamma, W, mu, diagonal: str = "f", rank=None, nq: int = 24,
-                      diag_nodes: int = DIAG_NODES, kern=None):
+                      diag_nodes: int = DIAG_NODES, kern=None, cross: bool = True):
     r"""E_A(γ) = −γ²F'(γ) of the conditional kernel on W's own bulk (docs/theory.md §12.10).
 
     F(γ) = :func:`symattn.backends.finite_p.latent_resolvent` on the n-blocks of
     :func:`solve_bulk_pencil` (the latent Woodbury of §10.3 with the Gram entries from the bulk
     pencil), F'(γ) ≈ [F(γ(1 + h)) − F(γ(1 − h))]/(2γh), h = :data:`DIFF_STEP`, both solves warm-started
-    from the one at γ. n = round(p/c).
+    from the one at γ. n = round(p/c). With ``cross`` (default) the cross terms P⊥Wμ̂ that the bulk model
+    drops are added back as their Gaussian-equivalent effect, :func:`cross_term_shift` (conjectural; 0 for μ̂ an
+    eigenvector of W and Wᵀ, < 0.4 % for μ along MiniLM's top direction, and the whole signal for a random μ).
 
     Parameters
     ----------
@@ -337,6 +384,8 @@ def bulk_signal_error(f, c, gamma, W, mu, diagonal: str = "f", rank=None, nq: in
         As :func:`bulk_kernels`.
     kern : dict, optional
         A cached :func:`bulk_kernels` result for these (f, W, μ, diagonal).
+    cross : bool
+        Add :func:`cross_term_shift`.
 
     Returns
     -------
@@ -366,4 +415,7 @@ def bulk_signal_error(f, c, gamma, W, mu, diagonal: str = "f", rank=None, nq: in
             Gz, _ = solve_bulk_pencil(kern, c, zz, rank=rank, G0=G)
             Fp.append(float(np.real(latent_resolvent(ctx, c, kern, Gz))))
         out.append(-gm * gm * (Fp[0] - Fp[1]) / (2 * h))
-    return np.array(out)
+    E = np.array(out)
+    if cross:
+        E = E + cross_term_shift(f, c, gamma, W, mu, diagonal=diagonal)
+    return E
