@@ -4,7 +4,7 @@ Why. With μ along a direction that W scores strongly (μ = top eigenvector of (
 kernel's dependence on each token's projection u_i = μ̂ᵀx_i is not small: conditional mean F(δ),
 pair-dependent slope F'(δ), δ_ij = b u_i u_j/√p, b = μ̂ᵀWμ̂ (§10.3, §12.3). The rule of §12.3 measures
 that effect on an identity-bulk surrogate Ŵ and adds it to the Gaussian-equivalent value of W; on the
-real layer the effect is 2–4 times larger (measured, ``NOTES-REAL-LAYER.md``). Here it is computed on
+real layer the effect is 2–4 times larger (measured by kernel-level Monte Carlo, §12.10). Here it is computed on
 W's own bulk.
 
 The model (k = 1, cross terms P⊥Wμ̂ dropped off the diagonal). X = μ̂uᵀ + Z⊥, Z⊥ = P⊥Z, and with
