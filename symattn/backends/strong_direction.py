@@ -116,7 +116,8 @@ def bulk_kernels(f, W, mu, diagonal: str = "f", nq: int = 24, diag_nodes: int = 
     Returns
     -------
     dict
-        ``y, U, w, M, D, S2, C, kappa, Dself, Wp, p, omega, rho, b, nlat, neta`` (nodes ordered (y, g) major, η minor).
+        ``y, U, w, M, S2, C, kappa`` on the Q = 2·nq·neta nodes ((y, g) major, η minor; ``U`` the coordinate
+        u as a Q×1 array), ``D`` = 𝔻 and ``w_lat`` on the 2·nq nodes of (y, g), and ``Wp, p, omega, rho, b, neta``.
 
     Raises
     ------
@@ -175,9 +176,8 @@ def bulk_kernels(f, W, mu, diagonal: str = "f", nq: int = 24, diag_nodes: int = 
         return np.kron(A, np.ones((ne, ne)))
 
     return {"y": np.repeat(y, ne), "U": np.repeat(u, ne)[:, None], "w": np.kron(w, we), "M": kron(sp * F),
-            "D": F1, "w_lat": w, "S2": kron(S2), "C": kron(C), "kappa": kappa.reshape(-1),
-            "Dself": np.repeat(np.diagonal(F1), ne), "Wp": Wp, "p": p, "omega": omega, "rho": rho, "b": b,
-            "nlat": len(w), "neta": ne}
+            "D": F1, "w_lat": w, "S2": kron(S2), "C": kron(C), "kappa": kappa.reshape(-1), "Wp": Wp, "p": p,
+            "omega": omega, "rho": rho, "b": b, "neta": ne}
 
 
 def _separable(kern, rank):
