@@ -147,6 +147,8 @@ def test_small_p_monte_carlo(direction):
     mc, se = A.mean(0), A.std(0, ddof=1) / math.sqrt(len(A))
     E = bulk_signal_error("tanh", c, gs, W, mu)
     assert np.all(np.abs(E - mc) <= np.maximum(3 * se, 0.03 * mc)), (E, mc, se)
+    # the physical branch (docs/theory.md §12.9): E in (0, 1), increasing, E/γ² decreasing
+    assert np.all((E > 0) & (E < 1)) and np.all(np.diff(E) > 0) and np.all(np.diff(E / np.square(gs)) < 0)
 
 
 def test_bad_input():
