@@ -47,10 +47,12 @@ def test_identity_bulk_is_the_finite_p_theory(f, b):
     np.testing.assert_allclose(E, np.asarray(ref, dtype=float), rtol=2e-7)
 
 
-def test_p_traces_eliminate_block_zero_exactly():
-    """The Schur elimination of the s-block against the dense inverse of the full J·q × J·q matrix."""
+@pytest.mark.parametrize("R", [1, 2])
+def test_p_traces_eliminate_block_zero_exactly(R):
+    """The Schur elimination of the s-block (and, for R = 1, the p×p route of §12.2) against the dense inverse
+    of the full J·q × J·q matrix."""
     rng = np.random.default_rng(1)
-    q1, R = 7, 2
+    q1 = 7
     J = 1 + 2 * R
     Wp = rng.standard_normal((q1, q1)) / 3
     mats = [np.eye(q1), Wp, Wp.T]

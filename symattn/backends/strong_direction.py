@@ -48,8 +48,9 @@ from .fixedpoint import Anderson, GrowthRestart, fixed_point
 
 __all__ = ["bulk_kernels", "solve_bulk_pencil", "cross_term_shift", "bulk_signal_error", "MAX_RANK", "DIAG_NODES"]
 
-#: largest number of separable slope terms R carried on the p-side (J = 1 + 2R blocks of size p − 1)
-MAX_RANK = 3
+#: default largest number of separable slope terms R on the p-side (J = 1 + 2R blocks of size p − 1; R = 3 moved
+#: MiniLM values by 0.1 % at 3 times the cost of R = 2)
+MAX_RANK = 2
 #: relative singular-value cut of the slope's separable expansion (below it a term is dropped)
 RANK_TOL = 1e-3
 #: Gauss–Hermite nodes of the diagonal latent (the Gaussian part z'ᵀW'z' of x_iᵀWx_i)
@@ -189,6 +190,21 @@ def _separable(kern, rank):
     return sig[:R], np.repeat(psi[:, :R], ne, axis=0), np.repeat(chi[:, :R], ne, axis=0)
 
 
+def _p_traces_one(sp, Wp, dtype):
+    r"""p·t for R = 1 by the p×p route of docs/theory.md §12.2 and §12.5.
+
+    𝔅 = −[[I + aW', bW'ᵀ], [cW', I + dW'ᵀ]] ((a, b; c, d) = σ'), N = I + aW' + dW'ᵀ + (ad − bc)W'ᵀW' and
+    s_X = tr(N^{-1}X): tr(W'𝔅^{-1}_tt) = −(s_W + d s_M), tr(W'𝔅^{-1}_th) = b s_M, tr(W'ᵀ𝔅^{-1}_ht) = c s_M,
+    tr(W'ᵀ𝔅^{-1}_hh) = −(s_Wᵀ + a s_M), M = W'ᵀW' (tr N'^{-1}W'W'ᵀ = s_M and tr N'^{-1}W'ᵀ = s_Wᵀ, §12.5).
+    """
+    (a, b), (c, d) = sp
+    M = Wp.T @ Wp
+    N = np.eye(Wp.shape[0]) + a * Wp + d * Wp.T + (a * d - b * c) * M
+    Ni = np.linalg.inv(N.astype(dtype)).astype(np.float64)
+    sW, sWt, sM = float(np.sum(Ni.T * Wp)), float(np.sum(Ni * Wp)), float(np.sum(Ni.T * M))
+    return np.array([[-(sW + d * sM), b * sM], [c * sM, -(sWt + a * sM)]])
+
+
 def _p_traces(sigma, mats, mtype, q1, p, dtype=np.float64):
     r"""T_kI = tr(M_k 𝔄^{-1}[k, I])/p for 𝔄 = −I − Σ σ_Ik E_Ik ⊗ M_k, with block 0 (M_0 = I) eliminated.
 
@@ -201,16 +217,19 @@ def _p_traces(sigma, mats, mtype, q1, p, dtype=np.float64):
     a = -1.0 - sigma[0, 0]
     sp = sigma[1:, 1:] - np.outer(sigma[1:, 0], sigma[0, 1:]) / (1.0 + sigma[0, 0])
     Jr = J - 1
-    big = -np.eye(Jr * q1, dtype=dtype)
-    for I in range(Jr):
-        for k in range(Jr):
-            big[I * q1:(I + 1) * q1, k * q1:(k + 1) * q1] -= (sp[I, k] * mats[mtype[k + 1]]).astype(dtype)
-    inv = np.linalg.inv(big).astype(np.float64)
-    t = np.empty((Jr, Jr))
-    for k in range(Jr):
-        Mk = mats[mtype[k + 1]]
+    if Jr == 2:     # R = 1: 𝔅 = −[[I + aW', bW'ᵀ], [cW', I + dW'ᵀ]], the B₂ of §12.2: one (p−1)-square inverse
+        t = _p_traces_one(sp, mats[1], dtype) / p
+    else:
+        big = -np.eye(Jr * q1, dtype=dtype)
         for I in range(Jr):
-            t[k, I] = float(np.sum(Mk.T * inv[k * q1:(k + 1) * q1, I * q1:(I + 1) * q1])) / p
+            for k in range(Jr):
+                big[I * q1:(I + 1) * q1, k * q1:(k + 1) * q1] -= (sp[I, k] * mats[mtype[k + 1]]).astype(dtype)
+        inv = np.linalg.inv(big).astype(np.float64)
+        t = np.empty((Jr, Jr))
+        for k in range(Jr):
+            Mk = mats[mtype[k + 1]]
+            for I in range(Jr):
+                t[k, I] = float(np.sum(Mk.T * inv[k * q1:(k + 1) * q1, I * q1:(I + 1) * q1])) / p
     T = np.empty((J, J))
     T[1:, 1:] = t
     T[1:, 0] = t @ sigma[1:, 0] / a
