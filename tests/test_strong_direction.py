@@ -55,7 +55,7 @@ def test_p_traces_eliminate_block_zero_exactly(R):
     q1 = 7
     J = 1 + 2 * R
     Wp = rng.standard_normal((q1, q1)) / 3
-    mats = [np.eye(q1), Wp, Wp.T]
+    mats = [np.eye(q1), Wp, Wp.T, Wp.T @ Wp]
     mtype = [0] + [1] * R + [2] * R
     sigma = 0.3 * rng.standard_normal((J, J))
     big = -np.eye(J * q1)

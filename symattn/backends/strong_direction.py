@@ -190,7 +190,7 @@ def _separable(kern, rank):
     return sig[:R], np.repeat(psi[:, :R], ne, axis=0), np.repeat(chi[:, :R], ne, axis=0)
 
 
-def _p_traces_one(sp, Wp, dtype):
+def _p_traces_one(sp, Wp, M, dtype):
     r"""p·t for R = 1 by the p×p route of docs/theory.md §12.2 and §12.5.
 
     𝔅 = −[[I + aW', bW'ᵀ], [cW', I + dW'ᵀ]] ((a, b; c, d) = σ'), N = I + aW' + dW'ᵀ + (ad − bc)W'ᵀW' and
@@ -198,7 +198,6 @@ def _p_traces_one(sp, Wp, dtype):
     tr(W'ᵀ𝔅^{-1}_hh) = −(s_Wᵀ + a s_M), M = W'ᵀW' (tr N'^{-1}W'W'ᵀ = s_M and tr N'^{-1}W'ᵀ = s_Wᵀ, §12.5).
     """
     (a, b), (c, d) = sp
-    M = Wp.T @ Wp
     N = np.eye(Wp.shape[0]) + a * Wp + d * Wp.T + (a * d - b * c) * M
     Ni = np.linalg.inv(N.astype(dtype)).astype(np.float64)
     sW, sWt, sM = float(np.sum(Ni.T * Wp)), float(np.sum(Ni * Wp)), float(np.sum(Ni.T * M))
@@ -218,7 +217,7 @@ def _p_traces(sigma, mats, mtype, q1, p, dtype=np.float64):
     sp = sigma[1:, 1:] - np.outer(sigma[1:, 0], sigma[0, 1:]) / (1.0 + sigma[0, 0])
     Jr = J - 1
     if Jr == 2:     # R = 1: 𝔅 = −[[I + aW', bW'ᵀ], [cW', I + dW'ᵀ]], the B₂ of §12.2: one (p−1)-square inverse
-        t = _p_traces_one(sp, mats[1], dtype) / p
+        t = _p_traces_one(sp, mats[1], mats[3], dtype) / p
     else:
         big = -np.eye(Jr * q1, dtype=dtype)
         for I in range(Jr):
@@ -299,7 +298,7 @@ def solve_bulk_pencil(kern, c, z, rank=None, tol=1e-12, G0=None, maxiter=400):
                          + [rc * sig[r] * chi[:, r] for r in range(R)])
     jk = np.array([2] + [1] * R + [0] * R)
     mtype = [0] + [1] * R + [2] * R          # M_k: I, W', W'ᵀ
-    mats = [np.eye(q1), Wp, Wp.T]
+    mats = [np.eye(q1), Wp, Wp.T, Wp.T @ Wp]      # the last: W'ᵀW' for the R = 1 route
     kd = rc * kern["kappa"]
     L0 = np.zeros((Q, 3, 3))
     L0[:, 0, 0] = z
