@@ -24,6 +24,7 @@ from ..errors import ConvergenceError, ParameterError
 from ..model import check_mu, check_weights, weight_rank
 from .general_w import (MAX_BLOCK_RANK, MPMATH_MAX_P, arith, digest, general_w_error, hermite_block_constants,
                         hermite_block_error)
+from .strong_direction import bulk_signal_error
 
 __all__ = ["BLOCK_MAX_RANK", "BLOCK_MAX_FRACTION", "STRUCTURES", "kernel_structure", "general_memorization_error"]
 
@@ -99,6 +100,10 @@ def _rank(W) -> int:
 
 def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
     """E_A at one c for the γ's, with the chosen kernel model."""
+    if signal == "bulk":    # opt-in: the strong direction on W's own bulk (docs/theory.md §12.10)
+        if np.any(mu):
+            return bulk_signal_error(f, c, gammas, W, mu, diagonal=diagonal)
+        signal = "linear"
     if kind == "free":
         return general_w_error(f, c, gammas, W, mu, signal=signal, diagonal=diagonal, ctx=ar)["E"]
     key = (f, digest(W))
@@ -141,9 +146,11 @@ def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "atte
         Must equal round(p/c) when given.
     diagonal : {'f', 'zero'}
     errors : {'raise', 'nan'}
-    signal : {'latent', 'linear', 'conditional'}
+    signal : {'latent', 'linear', 'conditional', 'bulk'}
         The signal rule (module docstring); 'latent', the default, adds the strong-direction
-        correction of docs/theory.md §12.3 when μ ≠ 0.
+        correction of docs/theory.md §12.3 when μ ≠ 0; 'bulk' (opt-in, numpy, free structure) replaces the
+        Gaussian-equivalent value and that correction, when μ ≠ 0, by the conditional kernel on W's own bulk
+        (§12.10, :func:`symattn.backends.strong_direction.bulk_signal_error`; 'linear' at μ = 0).
     dps : int, optional
         Digits of the mpmath backend (default 30).
     structure : {'auto', 'blocks', 'free'}
@@ -185,6 +192,8 @@ def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "atte
     if backend == "mpmath" and p > MPMATH_MAX_P:
         raise ParameterError("backend", backend, f"'numpy' for p > {MPMATH_MAX_P} (here p = {p}): the mpmath "
                              "arithmetic costs O(p³) Python operations per Dyson evaluation")
+    if signal == "bulk" and backend != "numpy":
+        raise ParameterError("backend", backend, "'numpy' with signal='bulk' (the bulk pencil is float64 only)")
     ctx = context(backend, dps)
     ar = arith(ctx)
     kind = kernel_structure(W, structure, backend=backend, diagonal=diagonal, signal=signal)
