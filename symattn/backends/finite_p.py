@@ -47,6 +47,8 @@ from ..model import STRONG_SIGNAL_T, as_geometry, dimension, kernel_constants, s
 from .fixedpoint import Anderson, GrowthRestart, fixed_point
 
 __all__ = [
+    "inv3",
+    "weighted_svd",
     "CORRECTIONS",
     "LATENT_NODES",
     "check_correction",
@@ -322,8 +324,19 @@ def latent_diagonal(f, kern: dict, p: int, geometry) -> np.ndarray:
 
 
 # ============================================================================ linear algebra helpers
-def _inv3(A):
-    """Batched inverse of 3×3 matrices by the adjugate (closed form: the same formula in every arithmetic)."""
+def inv3(A):
+    """Batched inverse of 3×3 matrices by the adjugate, A⁻¹ = adj(A)/det A (the same formula in every arithmetic).
+
+    Parameters
+    ----------
+    A : numpy.ndarray, shape (..., 3, 3)
+
+    Examples
+    --------
+    >>> A = np.array([[2.0, 1, 0], [1, 3, 1], [0, 1, 4]])
+    >>> bool(np.allclose(inv3(A[None])[0] @ A, np.eye(3)))
+    True
+    """
     a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
     d, e, f = A[..., 1, 0], A[..., 1, 1], A[..., 1, 2]
     g, h, i = A[..., 2, 0], A[..., 2, 1], A[..., 2, 2]
@@ -340,11 +353,34 @@ def _inv3(A):
     return out
 
 
-def _weighted_svd(ctx, K, w, tol):
+def weighted_svd(ctx, K, w, tol):
     r"""K(ω, ω') ≈ Σ_r σ_r ψ_r(ω) χ_r(ω') with E[ψ_r ψ_s] = E[χ_r χ_s] = δ_rs under the weights w.
 
     The SVD of diag(√w) K diag(√w); singular values below ``tol``·σ_1 are dropped.
-    Returns (σ, ψ, χ).
+
+    Parameters
+    ----------
+    ctx : Context
+        The arithmetic (:func:`symattn.backends.context.context`).
+    K : numpy.ndarray, shape (Q, Q)
+        The kernel on the latent nodes.
+    w : numpy.ndarray, shape (Q,)
+        The nodes' weights.
+    tol : float
+        The relative cut of the singular values.
+
+    Returns
+    -------
+    (σ, ψ, χ)
+        The kept singular values and the weighted singular functions on the nodes (columns).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import context
+    >>> x, w = np.array([-1.0, 0.0, 1.0]), np.array([0.25, 0.5, 0.25])
+    >>> s, psi, chi = weighted_svd(context("numpy"), np.outer(x, x) + 1.0, w, 1e-12)
+    >>> len(s), bool(np.allclose((psi * s) @ chi.T, np.outer(x, x) + 1.0))
+    (2, True)
     """
     sw = ctx.sqrt(w)
     U, s, Vt = ctx.svd(sw[:, None] * K * sw[None, :])
@@ -518,9 +554,9 @@ def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=
         RN[:, 1, 1] = W2 @ b[:, 0, 0]
         RN[:, 0, 1] = W3 @ b[:, 1, 0]
         RN[:, 1, 0] = W3 @ b[:, 0, 1]
-        return _inv3(L0 + RS + RN)
+        return inv3(L0 + RS + RN)
 
-    G = _inv3(L0) if G0 is None else G0.copy()
+    G = inv3(L0) if G0 is None else G0.copy()
     imag_scale = abs(ctx.imag(z))
 
     def size(diff, G):
@@ -566,7 +602,7 @@ def _latent_basis(ctx, kern: dict):
     so computed once per kernel (cached in ``kern``)."""
     if "basis" not in kern:
         y, U, w, M = kern["y"], kern["U"], kern["w"], kern["M"]
-        s, Lf, Rf = _weighted_svd(ctx, M, w, ctx.basis_tol)
+        s, Lf, Rf = weighted_svd(ctx, M, w, ctx.basis_tol)
         phi = _orthonormal(ctx, np.column_stack([y[:, None], U, Lf, Rf]), w, ctx.drop_tol)
         Wphi = w[:, None] * phi
         rho = Wphi.T @ U
@@ -610,7 +646,7 @@ def latent_resolvent(ctx, c, kern: dict, G: np.ndarray):
     >>> from symattn.model import Geometry
     >>> ctx = FloatContext()
     >>> kern = latent_kernels(ctx, "tanh", Geometry(), 250)
-    >>> sep = _weighted_svd(ctx, kern["D"], kern["w"], ctx.svd_tol)
+    >>> sep = weighted_svd(ctx, kern["D"], kern["w"], ctx.svd_tol)
     >>> sol = solve_pencil(ctx, 0.5, 1.0, 0.0, kern["w"], sep, kern["S2"], Dself=kern["Dself"], theta=kern["theta"])
     >>> F = latent_resolvent(ctx, 0.5, kern, sol.G)
     >>> bool(0 < F.real < 1)
@@ -668,7 +704,7 @@ def _kernels_cached(ctx, f, geom, p, nq=None):
         if len(_KERNEL_CACHE) > 32:
             _KERNEL_CACHE.clear()
         kern = latent_kernels(ctx, f, geom, int(p), nq=nq)
-        kern["separable"] = _weighted_svd(ctx, kern["D"], kern["w"], ctx.svd_tol)
+        kern["separable"] = weighted_svd(ctx, kern["D"], kern["w"], ctx.svd_tol)
         _KERNEL_CACHE[key] = kern
     return _KERNEL_CACHE[key]
 
