@@ -177,3 +177,37 @@ def test_verify_keeps_the_blocks_calls_apart(tmp_path):
         w.writerows(rows)
     res = check_atlas(path)
     assert res["calls"] == 2 and res["cells"] == len(rows) and res["max_rel_diff"] <= RTOL, res
+
+
+def test_refresh_table_replays_the_theory_and_keeps_the_monte_carlo(tmp_path, capsys):
+    """An atlas table alone is enough to measure a new theory: each row's call gives the theory again, the
+    Monte Carlo (mc, se, draws) is kept, and gap, z and the tolerance are measured again."""
+    import csv
+
+    from symattn.atlas import refresh_table
+    from symattn.cli import main
+
+    rows = [r for r in load_atlas() if r["block"] == "paper"][:5]
+    assert rows
+    doctored = dict(rows[0], theory=rows[0]["mc"] * 2.0)      # a "stale theory": 100 % above its Monte Carlo
+    doctored["gap"], doctored["within"] = 1.0, False
+    path = tmp_path / "atlas.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in [doctored] + rows[1:]:
+            w.writerow(r)
+    res = refresh_table(path, tmp_path / "new.csv", workers=1, progress=False)
+    assert res["cells"] == len(rows) and res["failed"] == 0
+    assert res["blocks"]["paper"]["moved"] == 1 and res["blocks"]["paper"]["largest"] > 0.4
+    new = load_atlas(tmp_path / "new.csv")
+    for old, r in zip(rows, new):
+        assert math.isclose(r["theory"], old["theory"], rel_tol=1e-8)           # the shipped theory is current
+        assert (r["mc"], r["se"], r["draws"]) == (old["mc"], old["se"], old["draws"])
+        assert r["within"] == within_tolerance(r["theory"], r["mc"], r["se"])
+        assert math.isclose(r["gap"], (r["theory"] - r["mc"]) / r["mc"], rel_tol=1e-8)
+    # the CLI: --table only with --refresh-theory, as a one-line error
+    assert main(["atlas", "--table", str(path)]) == 2
+    assert "--refresh-theory" in capsys.readouterr().err
+    assert main(["atlas", "--refresh-theory", "--table", str(path), "--workers", "1", "--no-progress"]) == 0
+    assert "1 of 5 cells moved" in capsys.readouterr().out

@@ -42,7 +42,8 @@ import numpy as np
 from ..accuracy import COLUMNS, within_tolerance
 from ..errors import ParameterError
 
-__all__ = ["DEFAULT_SPEC", "QUICK_SPEC", "load_atlas_spec", "run_atlas", "refresh_theory", "cells", "write_table",
+__all__ = ["DEFAULT_SPEC", "QUICK_SPEC", "load_atlas_spec", "run_atlas", "refresh_theory", "refresh_table", "cells",
+           "write_table",
            "n_law", "summary_table"]
 
 HERE = Path(__file__).resolve().parent
@@ -183,6 +184,109 @@ def refresh_theory(store, *, scheduler=None, workers=None) -> dict:
                    table=str(table), theory_refreshed={"blocks": out, "seconds": time.perf_counter() - t0})
     summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return {"blocks": out, "cells": len(rows), "within": summary["within"], "table": str(table),
+            "seconds": time.perf_counter() - t0}
+
+
+def _theory_task(task):
+    """One call of :func:`refresh_table` (a process-pool task): the call's key, its γ, and E or the skip reason."""
+    from ..errors import RealWeightsUnavailable
+    from ..verification.atlas import theory_of_call
+
+    key, gammas = task
+    try:
+        return key, theory_of_call(json.loads(key[1]), gammas), None
+    except RealWeightsUnavailable as exc:
+        return key, None, str(exc)
+
+
+def refresh_table(table=None, out=None, *, workers=None, progress=None) -> dict:
+    """Recompute the theory of every cell of an atlas *table* with the current code, keeping its Monte Carlo.
+
+    The table is enough: each row's ``call`` replays the theory (:func:`symattn.verification.atlas.theory_of_call`),
+    and its ``mc``, ``se`` and ``draws`` are kept, so the gap (theory − MC)/MC, the z-score and the tolerance
+    max(3 se, 3 %) are measured again for the new theory (use it when the finished sweep stores are not at
+    hand; :func:`refresh_theory` does the same on the stores). A cell whose new theory fails is left out and
+    counted in ``failed``.
+
+    Parameters
+    ----------
+    table : str or pathlib.Path, optional
+        The atlas table (default: the shipped one, :data:`symattn.accuracy.ATLAS_PATH`).
+    out : str or pathlib.Path, optional
+        Where the refreshed table goes (default: over ``table``).
+    workers : int, optional
+        Worker processes (default: one per core; 1 runs in this process).
+    progress : bool, optional
+        A tqdm bar on stderr (default: when stderr is a terminal).
+
+    Returns
+    -------
+    dict
+        ``blocks`` (per block: ``cells``, ``moved`` beyond 1e-8 relative, ``largest`` relative move, and the
+        fractions ``within_before`` (of the table's cells) and ``within_after`` (of the refreshed ones)), ``cells``, ``failed``, ``skipped`` (calls whose weights are absent, with
+        the reason; their rows are kept unchanged), ``within``, ``table``, ``seconds``.
+    """
+    import os
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    from ..accuracy import ATLAS_PATH, load_atlas
+
+    t0 = time.perf_counter()
+    table = Path(ATLAS_PATH if table is None else table)
+    rows = [dict(r) for r in load_atlas.__wrapped__(table)]
+    if not rows:
+        raise ParameterError("table", str(table), "an atlas table with rows (symattn atlas writes one)")
+    calls = {}
+    for r in rows:
+        calls.setdefault((r["block"], r["call"]), []).append(r)
+    tasks = [(key, [r["gamma"] for r in rs]) for key, rs in calls.items()]
+    workers = max(1, int(workers or os.cpu_count() or 1))
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    results = {}
+    with tqdm(total=len(tasks), desc="refresh", unit="call", file=sys.stderr, disable=not show) as bar:
+        if workers == 1:
+            it = map(_theory_task, tasks)
+        else:
+            pool = ProcessPoolExecutor(max_workers=workers)
+            it = pool.map(_theory_task, tasks, chunksize=1)
+        for key, E, reason in it:
+            results[key] = (E, reason)
+            bar.update()
+        if workers > 1:
+            pool.shutdown()
+    blocks, kept, failed, skipped = {}, [], 0, []
+    for key, rs in calls.items():
+        E, reason = results[key]
+        b = blocks.setdefault(key[0], {"rows": 0, "cells": 0, "moved": 0, "largest": 0.0, "within_before": 0,
+                                       "within_after": 0})
+        if E is None:
+            skipped.append({"block": key[0], "reason": reason})
+        for j, r in enumerate(rs):
+            b["rows"] += 1
+            b["within_before"] += bool(r["within"])
+            if E is not None:
+                e = float(E[j])
+                if not np.isfinite(e):
+                    failed += 1
+                    continue
+                rel = abs(e - r["theory"]) / abs(r["theory"])
+                b["moved"] += rel > 1e-8
+                b["largest"] = max(b["largest"], rel)
+                mc, se = r["mc"], r["se"]
+                r.update(theory=e, gap=(e - mc) / mc, z=(e - mc) / se if se > 0 else 0.0,
+                         within=within_tolerance(e, mc, se))
+            b["cells"] += 1
+            b["within_after"] += bool(r["within"])
+            kept.append(r)
+    for b in blocks.values():
+        b["within_before"] /= max(1, b.pop("rows"))
+        b["within_after"] /= max(1, b["cells"])
+    path = write_table(kept, table if out is None else out)
+    return {"blocks": blocks, "cells": len(kept), "failed": failed, "skipped": skipped,
+            "within": float(np.mean([r["within"] for r in kept])) if kept else None, "table": str(path),
             "seconds": time.perf_counter() - t0}
 
 

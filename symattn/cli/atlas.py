@@ -27,6 +27,7 @@ EXAMPLES = [
     "symattn atlas --store atlas                 # the default atlas ([real] extra)",
     "symattn atlas my_atlas.toml --store atlas --scheduler tcp://10.0.0.5:8786",
     "symattn atlas --figures atlas --out docs/figures",
+    "symattn atlas --refresh-theory --table symattn/data/atlas.csv --out atlas.csv   # new theory, same MC",
 ]
 
 
@@ -46,6 +47,9 @@ def add_parser(subparsers):
     p.add_argument("--refresh-theory", dest="refresh_theory", action="store_true",
                    help="instead of running: recompute the theory of the finished atlas --store with the current "
                         "code, keep its Monte Carlo, and write the table again (after a change of the theory)")
+    p.add_argument("--table", default=None, metavar="CSV",
+                   help="with --refresh-theory: refresh an atlas table instead of a store (each row's call gives "
+                        "the theory, its Monte Carlo is kept; written to --out, default over CSV)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return finish_command(p, run)
 
@@ -66,6 +70,21 @@ def run(args) -> int:
         return EXIT_OK
     from ..atlas import refresh_theory, run_atlas
 
+    if args.refresh_theory and args.table is not None:
+        from ..atlas import refresh_table
+
+        res = refresh_table(args.table, args.out, workers=args.workers,
+                            progress=False if args.no_progress else None)
+        if args.json:
+            return print_json(res)
+        for name, b in res["blocks"].items():
+            print(f"{name}: {b['moved']} of {b['cells']} cells moved (largest relative change {b['largest']:.2g}); "
+                  f"within {100 * b['within_before']:.1f} % -> {100 * b['within_after']:.1f} %")
+        print(f"{res['cells']} cells ({res['failed']} failed, {len(res['skipped'])} calls skipped); "
+              f"table {res['table']}; {res['seconds']:.0f} s")
+        return EXIT_OK
+    if args.table is not None:
+        raise ParameterError("table", args.table, "only with --refresh-theory (an atlas table to refresh)")
     if args.refresh_theory:
         res = refresh_theory(args.store, scheduler=args.scheduler, workers=args.workers)
         if args.json:

@@ -16,10 +16,51 @@ import warnings
 
 import numpy as np
 
-__all__ = ["RTOL", "check_atlas"]
+__all__ = ["RTOL", "check_atlas", "theory_of_call"]
 
 #: the largest relative change of a theory value that leaves the atlas valid
 RTOL = 1e-8
+
+
+def theory_of_call(call: dict, gammas) -> np.ndarray:
+    """The current theory E_A(γ) of one atlas call (the ``call`` column, parsed), at the given γ.
+
+    The call is replayed through :meth:`symattn.Layer.theory` at one BLAS thread (the atlas' tasks ran so:
+    the solvers near γ = 1e-3 converge or not with the rounding of the thread count), with the layer of
+    :meth:`symattn.Layer.from_dict`, the call's c and n, and its signal (a geometry for the paper's model,
+    ``Layer.signal(mu, snr)`` for real weights). Failed points are NaN; warnings are silenced (the atlas is
+    what the warnings read).
+
+    Raises
+    ------
+    RealWeightsUnavailable
+        When the call's weights are not installed.
+
+    Examples
+    --------
+    >>> call = {"layer": {"activation": "tanh"}, "c": 0.5, "n": 250, "mu": "zero", "snr": 0.0,
+    ...         "geometry": {"snr": 0.0}, "correction": None}
+    >>> E = theory_of_call(call, [0.1, 1.0])
+    >>> bool(0 < E[0] < E[1] < 1)
+    True
+    """
+    from ..layer import Layer
+    from ..model import Geometry
+    from ..threads import limit_threads
+
+    layer = Layer.from_dict(call["layer"])
+    kw = {"n": call["n"]}
+    if layer.p is None:
+        kw["geometry"] = Geometry(**call["geometry"])
+    else:
+        mu = call["mu"]
+        kw["mu"] = layer.signal(mu, call["snr"] if mu == "top" or mu.startswith("random:") else None)
+    if call.get("correction"):
+        kw["correction"] = call["correction"]
+    with limit_threads(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(layer.theory(call["c"], list(gammas), model="attention", errors="nan", **kw).E,
+                          dtype=float)
 
 
 def check_atlas(path=None, limit: int | None = None) -> dict:
@@ -47,9 +88,6 @@ def check_atlas(path=None, limit: int | None = None) -> dict:
     """
     from ..accuracy import load_atlas
     from ..errors import RealWeightsUnavailable
-    from ..layer import Layer
-    from ..model import Geometry
-    from ..threads import limit_threads
 
     t0 = time.perf_counter()
     rows = load_atlas(path)
@@ -63,24 +101,10 @@ def check_atlas(path=None, limit: int | None = None) -> dict:
     for key in keys:
         call, rs = json.loads(key[1]), calls[key]
         try:
-            layer = Layer.from_dict(call["layer"])
+            E = theory_of_call(call, [r["gamma"] for r in rs])
         except RealWeightsUnavailable as exc:
             skipped.append({"call": call, "reason": str(exc)})
             continue
-        kw = {"n": call["n"]}
-        if layer.p is None:
-            kw["geometry"] = Geometry(**call["geometry"])
-        else:
-            mu = call["mu"]
-            kw["mu"] = layer.signal(mu, call["snr"] if mu == "top" or mu.startswith("random:") else None)
-        if call.get("correction"):
-            kw["correction"] = call["correction"]
-        gam = [r["gamma"] for r in rs]
-        # one BLAS thread, as the atlas' cluster tasks: the solvers near γ = 1e-3 (the concatenation's block
-        # pencil) converge or not with the rounding of the thread count
-        with limit_threads(1), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            E = np.asarray(layer.theory(call["c"], gam, model="attention", errors="nan", **kw).E, dtype=float)
         for r, e in zip(rs, E):
             d = abs(e - r["theory"]) / abs(r["theory"]) if np.isfinite(e) else np.inf
             cells += 1
