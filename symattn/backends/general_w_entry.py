@@ -46,7 +46,9 @@ def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagona
     r"""The kernel model used for W: ``'blocks'`` (structured Hermite blocks) or ``'free'`` (elliptic noise).
 
     'auto' gives 'blocks' when r = rank W (:func:`symattn.model.weight_rank`) satisfies r <= :data:`BLOCK_MAX_RANK` and
-    r <= p/4 (:data:`BLOCK_MAX_FRACTION`), the backend is
+    r <= p/4 (:data:`BLOCK_MAX_FRACTION`), or when W is full rank but its spectrum is concentrated, with effective
+    rank r_eff = ‖W‖_F⁴/‖WᵀW‖_F² <= p/4 (a real attention layer: the full-rank Hermite blocks of docs/theory.md
+    §12.9, measured closer to Monte Carlo there), the backend is
     numpy, the diagonal is f(x_iᵀWx_i/√p) and the signal rule is 'latent' or 'linear' (what the block
     solver implements), else 'free'. An explicit 'blocks' outside those raises ParameterError.
 
@@ -68,6 +70,9 @@ def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagona
     >>> head = rng.standard_normal((100, 8)) @ rng.standard_normal((8, 100))     # rank 8
     >>> kernel_structure(head), kernel_structure(np.eye(100)), kernel_structure(head, backend="mpmath")
     ('blocks', 'free', 'free')
+    >>> ginibre = rng.standard_normal((100, 100))                                  # r_eff = p/2: free noise
+    >>> kernel_structure(ginibre), kernel_structure(head + 0.05 * ginibre)          # r_eff ≈ 8: blocks
+    ('free', 'blocks')
     """
     if structure not in STRUCTURES:
         raise ParameterError("structure", structure, "one of " + ", ".join(repr(s) for s in STRUCTURES))
@@ -85,16 +90,21 @@ def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagona
     if not applies:
         return "free"
     W = np.asarray(W, dtype=float)
-    rank = _rank(W)
-    return "blocks" if 0 < rank <= min(BLOCK_MAX_RANK, BLOCK_MAX_FRACTION * W.shape[0]) else "free"
+    rank, r_eff = _rank(W)
+    p = W.shape[0]
+    low_rank = 0 < rank <= min(BLOCK_MAX_RANK, BLOCK_MAX_FRACTION * p)
+    return "blocks" if low_rank or 0 < r_eff <= BLOCK_MAX_FRACTION * p else "free"
 
 
-def _rank(W) -> int:
+def _rank(W) -> tuple:
+    """(rank W, effective rank ‖W‖_F⁴/‖WᵀW‖_F²), one SVD per W."""
     key = digest(W)
     if key not in _RANKS:   # one SVD per W, not one per call
         if len(_RANKS) > 16:
             _RANKS.clear()
-        _RANKS[key] = weight_rank(W)
+        M = W.T @ W
+        m2 = float(np.sum(M * M))
+        _RANKS[key] = (weight_rank(W), float(np.trace(M)) ** 2 / m2 if m2 > 0 else 0.0)
     return _RANKS[key]
 
 
@@ -110,9 +120,9 @@ def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
     if key not in _BLOCK_CONSTANTS:
         if len(_BLOCK_CONSTANTS) > 16:
             _BLOCK_CONSTANTS.clear()
-        # above MAX_BLOCK_RANK (only with an explicit structure='blocks') every block is enumerated, the cubic
-        # one compressed into atoms (docs/theory.md §12.9); the constants' Monte Carlo has a fixed seed (0)
-        full = _rank(W) > MAX_BLOCK_RANK
+        # above MAX_BLOCK_RANK (a full-rank W of small effective rank, or an explicit structure='blocks') every
+        # block is enumerated, the cubic one compressed into atoms (docs/theory.md §12.9)
+        full = _rank(W)[0] > MAX_BLOCK_RANK
         _BLOCK_CONSTANTS[key] = hermite_block_constants(f, W, max_rank=W.shape[0] if full else MAX_BLOCK_RANK)
     return hermite_block_error(f, c, gammas, W, mu, signal=signal, constants=_BLOCK_CONSTANTS[key])["E"]
 
