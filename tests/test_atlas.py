@@ -90,7 +90,7 @@ def test_real_weights_at_c20_warn():
         pytest.skip("the [real] extra is not installed")
     with pytest.warns(sa.AccuracyWarning, match="unvalidated"):
         r = sa.Layer("gelu", weights="minilm:2").theory(20.0, [0.1, 1.0])
-    assert r.parameters["engine"] == "general-w"
+    assert r.parameters["engine"] == "hermite-blocks"      # the default bulk of a real layer (docs/theory.md §12.9)
     assert not r.accuracy.validated.any() and [r.accuracy.flag(i) for i in range(2)] == ["unvalidated"] * 2
     assert np.all(r.accuracy.distance > 1.5)
 
