@@ -652,7 +652,10 @@ class Layer:
         if failed:
             out.failures = failed
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
-        if model != "linear" and error == "train":   # the atlas measures the attention theory's training error
+        from . import accuracy
+
+        # the atlas measures the attention theory's training error, at the user's points (not a function's own)
+        if model != "linear" and error == "train" and not accuracy.is_internal():
             from .accuracy import assess
 
             tokens = n if n is not None or self.p is None else np.rint(self.p / np.asarray(out.c, dtype=float))
@@ -671,13 +674,14 @@ class Layer:
 
         ``snr`` = ‖μ‖²; ``align`` = the alignment of μ with the top direction e of (W + Wᵀ)/2, (μᵀe)²/‖μ‖²
         (W the weights, Σ_h W_h for heads), or for the paper's geometry μᵀw_K μᵀw_Q/(‖μ‖² ‖w_K‖ ‖w_Q‖);
-        ``log_reff`` = log10(r_eff/p) with the effective rank r_eff = ‖W‖_F⁴/‖WᵀW‖_F² (0 for the paper's W = I).
+        ``log_reff`` = log10(r_eff/p) with the effective rank r_eff = ‖W‖_F⁴/‖WᵀW‖_F² (0 for the paper's W = I);
+        ``wk2``, ``wq2`` = ‖w_K‖², ‖w_Q‖² of the paper's low-rank weights, summed over their rank (0 with W).
 
         Examples
         --------
         >>> from symattn import Geometry
         >>> Layer("tanh").features(geometry=Geometry.aligned(2.0))
-        {'snr': 2.0, 'align': 1.0, 'log_reff': 0.0}
+        {'snr': 2.0, 'align': 1.0, 'log_reff': 0.0, 'wk2': 1.0, 'wq2': 1.0}
         """
         from .model import as_geometry
 
@@ -689,7 +693,8 @@ class Layer:
             norm = math.sqrt(max(sum(G[1 + k, 1 + k] for k in range(r)) * sum(G[1 + r + k, 1 + r + k]
                                                                               for k in range(r)), 0.0))
             align = float(num / (snr * norm)) if snr > 0 and norm > 0 else 0.0
-            return {"snr": snr, "align": align, "log_reff": 0.0}
+            return {"snr": snr, "align": align, "log_reff": 0.0, "wk2": float(sum(G[1 + k, 1 + k] for k in range(r))),
+                    "wq2": float(sum(G[1 + r + k, 1 + r + k] for k in range(r)))}
         from .realweights import signal_direction
 
         W = self._summed_weights
@@ -701,7 +706,7 @@ class Layer:
         if snr > 0:
             e = self._derive("summed_top", lambda: signal_direction(W, 1.0))
             align = float(mu @ e) ** 2 / snr
-        return {"snr": snr, "align": align, "log_reff": log_reff}
+        return {"snr": snr, "align": align, "log_reff": log_reff, "wk2": 0.0, "wq2": 0.0}
 
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
