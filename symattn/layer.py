@@ -681,7 +681,7 @@ class Layer:
         --------
         >>> from symattn import Geometry
         >>> Layer("tanh").features(geometry=Geometry.aligned(2.0))
-        {'snr': 2.0, 'align': 1.0, 'log_reff': 0.0, 'wk2': 1.0, 'wq2': 1.0}
+        {'snr': 2.0, 'align': 1.0, 'log_reff': 0.0, 'wk2': 2.0, 'wq2': 2.0}
         """
         from .model import as_geometry
 
