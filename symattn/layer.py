@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ParameterError
+from .validation import known_keywords
 from .model import MODELS, check_diagonal, check_error, check_heads, check_mu, check_variant_flags, check_weights
 
 __all__ = ["Layer", "Engine", "THEORY_ENGINES", "memorization_error", "simulate", "resolve_weights",
@@ -73,13 +74,17 @@ def _minilm_parts(key: str, ref: str, heads_allowed: bool) -> tuple:
     from . import realweights as rw
 
     parts = ref[len(MINILM):].split(":")
+    heads = rw.MINILM_HIDDEN // rw.MINILM_HEAD_DIM
+    ranges = f"layers LAYER 0–{rw.MINILM_LAYERS - 1}" + (f" and heads HEAD 0–{heads - 1}" if heads_allowed else "")
+    allowed = ("minilm:LAYER or minilm:LAYER:HEAD" if heads_allowed else "minilm:LAYER (all heads of a layer)") \
+        + f" with {ranges} (all-MiniLM-L6-v2)"
     if len(parts) not in ((1, 2) if heads_allowed else (1,)) or not all(x.strip().isdigit() for x in parts):
-        allowed = "minilm:LAYER or minilm:LAYER:HEAD" if heads_allowed else "minilm:LAYER (all heads of a layer)"
-        raise ParameterError(key, ref, f"{allowed} with integers LAYER, HEAD")
-    layer = int(parts[0])
-    if not 0 <= layer < rw.MINILM_LAYERS:
-        raise ParameterError("layer", layer, f"an integer 0 <= layer <= {rw.MINILM_LAYERS - 1}")
-    return layer, (int(parts[1]) if len(parts) == 2 else None)
+        raise ParameterError(key, ref, allowed)
+    layer, head = int(parts[0]), (int(parts[1]) if len(parts) == 2 else None)
+    if not 0 <= layer < rw.MINILM_LAYERS or not (head is None or 0 <= head < heads):
+        what = f"layer {layer}" if not 0 <= layer < rw.MINILM_LAYERS else f"head {head}"
+        raise ParameterError(key, ref, allowed, hint=f"all-MiniLM-L6-v2 has no {what}")
+    return layer, head
 
 
 @lru_cache(maxsize=64)
@@ -317,6 +322,7 @@ class Layer:
     __slots__ = ("activation", "weights", "heads", "readout", "residual", "kernel", "temperature", "diagonal",
                  "_refs", "_digest", "_derived")
 
+    @known_keywords
     def __init__(self, activation="tanh", weights=None, heads=None, readout: str = "concat", residual: bool = False,
                  kernel: str = "entrywise", temperature=None, diagonal: str = "f"):
         set_ = object.__setattr__
@@ -559,6 +565,7 @@ class Layer:
             return "concat" if self.readout == "concat" and H > 1 and distinct else "sum"
         return "residual" if self.residual else "paper"
 
+    @known_keywords
     def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
                *, model: str = "attention", errors: str = "raise", structure: str = "auto", method=None,
                error: str = "train"):
@@ -708,6 +715,7 @@ class Layer:
             align = float(mu @ e) ** 2 / snr
         return {"snr": snr, "align": align, "log_reff": log_reff, "wk2": 0.0, "wq2": 0.0}
 
+    @known_keywords
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
                  trace_estimator: bool = False, dtype: str = "float64", method: str = "auto", batch=None,
@@ -950,6 +958,7 @@ _OPTION_HINTS = {
 
 
 # ----------------------------------------------------------------------------- the function forms
+@known_keywords
 def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
                        diagonal: str = "f", correction: str | None = None, errors: str = "raise",
@@ -1031,9 +1040,12 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
                         model=model, errors=errors, structure=structure, error=error).E
 
 
+@known_keywords
 def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                          backend: str = "numpy", dps: int | None = None, n: int | None = None,
-                         diagonal: str = "f", errors: str = "raise"):
+                         diagonal: str = "f", errors: str = "raise", correction=None, residual: bool = False,
+                         heads=None, readout: str = "concat", kernel: str = "entrywise", temperature=None,
+                         weights=None, mu=None, structure: str = "auto"):
     r"""Deterministic-equivalent test (generalisation) error of the ridge readout (docs/theory.md §14).
 
     β = (ΦΦᵀ/n + γ)^{-1}Φy/n is fitted on one sequence and tested on a fresh one (X′, y′) of the same
@@ -1046,6 +1058,10 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     ----------
     f, c, gamma, geometry, model, backend, dps, n, diagonal, errors
         As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
+    correction, residual, heads, readout, kernel, temperature, weights, mu, structure
+        The keywords of :func:`memorization_error`, so that both take the same ones; the test-error theory
+        is of the paper's model only, so any of them set to other than its default raises a ParameterError
+        that names it (measure those layers with ``simulate(..., error="test")``).
 
     Returns
     -------
@@ -1063,10 +1079,20 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> round(float(E["linear"]), 4)                      # the closed form of docs/theory.md §14.4
     0.6375
     """
+    other = {"correction": (correction, None), "residual": (residual, False), "heads": (heads, None),
+             "readout": (readout, "concat"), "kernel": (kernel, "entrywise"), "temperature": (temperature, None),
+             "weights": (weights, None), "mu": (mu, None), "structure": (structure, "auto")}
+    for key, (value, default) in other.items():
+        if value is not None and not (isinstance(value, (str, bool)) and value == default):
+            shown = value if isinstance(value, (str, bool, int, float)) else type(value).__name__
+            raise ParameterError(key, shown, f"{default!r} (the default): the test-error theory is of the paper's model "
+                                 "W = I + Σ w_K w_Qᵀ (docs/theory.md §14)",
+                                 hint="simulate(..., error='test') measures the other layers")
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
                               diagonal=diagonal, errors=errors, error="test")
 
 
+@known_keywords
 def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
              seed=0, backend: str = "numpy", device=None, diagonal: str = "f", weights=None, mu=None,
              progress=None, models=MODELS, trace_estimator: bool = False,

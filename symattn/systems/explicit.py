@@ -36,6 +36,7 @@ from functools import lru_cache
 import sympy as sp
 from sympy.codegen.ast import Assignment, CodeBlock
 
+from ..validation import known_keywords
 from .attention import TRACE_SYMBOLS, TRACES
 from .printing import KernelPrinter, MPKernelPrinter, identifier
 from .symbols import a1, c, gamma, gram_symbols, rc
@@ -540,6 +541,7 @@ class _Program:
 
 
 @lru_cache(maxsize=None)
+@known_keywords
 def explicit_error(rank: int = 1) -> ExplicitError:
     r"""F and E_A for rank-r weights as explicit scalar formulas (docs/theory.md §6.9).
 
