@@ -28,8 +28,9 @@ the theory depends on is counted: a point at ‖w_K‖² = ‖w_Q‖² = 100 is 
 - *flagged* when any cell within :data:`RADIUS` (or the nearest one) is outside the tolerance: its
   gap is then the largest such gap, so a value near a measured miss is never returned silently.
 
-Gaps are signed **(theory − MC)/MC** everywhere (the atlas table, its figures, the warnings, docs/accuracy.md
-and docs/theory.md): +10 % means the theory is 10 % above exact Monte Carlo.
+Gaps are signed **(MC − theory)/theory** everywhere (the atlas table and its figures, the warnings,
+docs/accuracy.md and docs/theory.md, the validation tables): +10 % means exact Monte Carlo is 10 % above the
+theory (the theory is low), and z = (MC − theory)/se.
 
 :class:`~symattn.errors.AccuracyWarning` is issued for unvalidated and flagged points
 (:meth:`symattn.Layer.theory`), about the points the user asked for: the solves a function makes at
@@ -64,8 +65,8 @@ VALIDATED = 1.5
 #: the scales of the distance (module docstring)
 SCALES = {"log_c": 0.25, "log_gamma": 1.0, "log_snr": 0.5, "align": 0.5, "log_reff": 0.5, "log_wk": 0.5,
           "log_wq": 0.5}
-#: the sign convention of every gap: the theory relative to exact Monte Carlo
-GAP = "(theory − MC)/MC"
+#: the sign convention of every gap: exact Monte Carlo relative to the theory (docs/theory.md, "Gap")
+GAP = "(MC − theory)/theory"
 #: activation → (the activation whose cells it may use, the reason). None declared: the kernel constants
 #: (a1, s², d) of two activations can agree while their finite-n Monte Carlo does not, so no activation
 #: borrows another's cells (aliases are resolved before: 'swish' is 'silu').
@@ -159,10 +160,10 @@ class Accuracy:
     Attributes
     ----------
     gap : numpy.ndarray
-        (theory − MC)/MC (:data:`GAP`: + means the theory is above Monte Carlo) of the nearest cell, or of the worst failing cell of the neighbourhood when
+        (MC − theory)/theory (:data:`GAP`: + means Monte Carlo is above the theory) of the nearest cell, or of the worst failing cell of the neighbourhood when
         ``flagged``; NaN where ``validated`` is False and no cell exists.
     se : numpy.ndarray
-        The relative standard error se/MC of that cell.
+        The relative standard error se/theory of that cell.
     distance : numpy.ndarray
         The distance to the nearest cell (module docstring).
     validated : numpy.ndarray of bool
@@ -258,8 +259,8 @@ class Accuracy:
                 parts.append(f"{where}: unvalidated, not measured ({near})")
             else:
                 g = self.gap.flat[i]
-                parts.append(f"{where}: the atlas measured {GAP} = {100 * g:+.1f} % (theory "
-                             f"{'above' if g > 0 else 'below'} Monte Carlo; se {100 * self.se.flat[i]:.1f} %) "
+                parts.append(f"{where}: the atlas measured {GAP} = {100 * g:+.1f} % (Monte Carlo "
+                             f"{'above' if g > 0 else 'below'} the theory; se {100 * self.se.flat[i]:.1f} %) "
                              f"at {self._where(i)}")
         more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
         return (f"{len(bad)} of {self.gap.size} theory value(s) are not validated within max(3 se, 3 %) of exact "
@@ -288,10 +289,10 @@ def _candidates(rows, engine: str, activation, asymptotic: bool) -> tuple:
         top = max(r["n"] for r in cand)
         cand = [r for r in cand if r["n"] == top]
     col = {k: np.array([r.get(k, 0.0) for r in cand], dtype=float)
-           for k in ("c", "gamma", "snr", "align", "log_reff", "wk2", "wq2", "gap", "se", "mc")}
+           for k in ("c", "gamma", "snr", "align", "log_reff", "wk2", "wq2", "gap", "se", "theory")}
     F = _features(col["c"], col["gamma"], col["snr"], col["align"], col["log_reff"], col["wk2"],
                   col["wq2"]).reshape(len(cand), 7)
-    rel_se = np.divide(col["se"], np.abs(col["mc"]), out=np.full(len(cand), np.nan), where=col["mc"] != 0)
+    rel_se = np.divide(col["se"], np.abs(col["theory"]), out=np.full(len(cand), np.nan), where=col["theory"] != 0)
     return (tuple(cand), F, np.log10(np.maximum([r["n"] for r in cand], 1)) if cand else np.zeros(0),
             np.array([r["within"] for r in cand], dtype=bool), col["gap"], rel_se)
 
@@ -332,7 +333,7 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     Examples
     --------
     >>> cells = [dict(engine="paper", activation="tanh", c=0.5, gamma=0.1, snr=0.0, align=0.0, log_reff=0.0,
-    ...               theory=0.50, mc=0.49, se=0.002, gap=0.02, within=True, layer="W = I", n=600)]
+    ...               theory=0.50, mc=0.51, se=0.002, gap=0.02, within=True, layer="W = I", n=600)]
     >>> a = assess("paper", "tanh", [0.5, 20.0], 0.1, rows=cells)
     >>> a.validated.tolist(), a.flagged.tolist(), [round(g, 3) for g in a.gap.tolist()]
     ([True, False], [False, False], [0.02, 0.02])

@@ -22,7 +22,7 @@ def _cell(**kw):
     base = dict(block="b", engine="paper", layer="W = I", activation="tanh", c=1.0, gamma=0.1, n=500, snr=0.0,
                 align=0.0, log_reff=0.0, theory=0.50, mc=0.50, se=0.002, mu="zero")
     base.update(kw)
-    base["gap"] = (base["theory"] - base["mc"]) / base["mc"]
+    base["gap"] = (base["mc"] - base["theory"]) / base["theory"]
     base["within"] = within_tolerance(base["theory"], base["mc"], base["se"])
     return base
 
@@ -44,7 +44,7 @@ def test_quick_atlas_runs_and_its_stores_are_sweeps(tmp_path, capsys):
         if cell is not None:
             assert r["mc"] == pytest.approx(float(cell.E_attention_mean), rel=1e-9)
             assert r["theory"] == pytest.approx(float(cell.theory_attention), rel=1e-9)
-        assert r["gap"] == pytest.approx((r["theory"] - r["mc"]) / r["mc"], rel=1e-6)
+        assert r["gap"] == pytest.approx((r["mc"] - r["theory"]) / r["theory"], rel=1e-6)
         assert r["within"] == within_tolerance(r["theory"], r["mc"], r["se"])
     again = main(["atlas", "--quick", "--store", str(store), "--scheduler", "serial", "--json", "--no-progress"])
     assert again == 0 and all(b["computed"] == 0 for b in json.loads(capsys.readouterr().out)["blocks"].values())
@@ -55,8 +55,8 @@ def test_quick_atlas_runs_and_its_stores_are_sweeps(tmp_path, capsys):
 def test_assess_flags_a_measured_miss_nearby_and_refuses_far_points():
     rows = [_cell(), _cell(c=1.2, mc=0.45), _cell(engine="general-w", theory=0.3, mc=0.31)]
     a = assess("paper", "tanh", [1.0, 1.0, 30.0], [0.1, 10.0, 0.1], rows=rows)
-    # at (1, 0.1): the nearest cell agrees, but the one at c = 1.2 (distance 0.32 < RADIUS) misses by +11 %
-    assert a.validated[0] and a.flagged[0] and a.gap[0] == pytest.approx(0.05 / 0.45)
+    # at (1, 0.1): the nearest cell agrees, but the one at c = 1.2 (distance 0.32 < RADIUS) misses by −10 %
+    assert a.validated[0] and a.flagged[0] and a.gap[0] == pytest.approx(-0.05 / 0.50)
     assert a.distance[0] == 0.0
     # γ = 10 is two decades away: unvalidated, and c = 30 too
     assert not a.validated[1] and not a.validated[2] and a.distance[1] > VALIDATED
@@ -73,18 +73,39 @@ def test_assess_compares_the_activation_with_its_own_cells_only():
     """Issue 35: GELU was warned with the gaps of erf and tanh cells (+17 % to +46 %) where its own cells
     measure −19 % to +3 %. The nearest cell of the same activation gives the gap, with its activation, layer
     and sign in the message."""
-    rows = [_cell(engine="general-w", activation="tanh", layer="minilm:1", theory=0.65, mc=0.50),
-            _cell(engine="general-w", activation="erf", layer="minilm:1", theory=0.70, mc=0.50),
-            _cell(engine="general-w", activation="gelu", layer="minilm:3", c=1.2, theory=0.40, mc=0.50)]
+    rows = [_cell(engine="general-w", activation="tanh", layer="minilm:1", theory=0.50, mc=0.65),
+            _cell(engine="general-w", activation="erf", layer="minilm:1", theory=0.50, mc=0.70),
+            _cell(engine="general-w", activation="gelu", layer="minilm:3", c=1.2, theory=0.50, mc=0.40)]
     a = assess("general-w", "gelu", 1.0, 0.1, rows=rows)
     assert a.flag(0) == "miss" and a.gap.item() == pytest.approx(-0.2)
     assert a.cells[0]["activation"] == "gelu" and a.cells[0]["layer"] == "minilm:3"
     text = a.message()
-    assert "-20.0 %" in text and "below" in text and "gelu, minilm:3" in text and "(theory − MC)/MC" in text
-    assert "tanh" not in text and "erf" not in text
-    # the sign: a theory above MC is +, and the same convention as the atlas table's gap column
+    assert "-20.0 %" in text and "Monte Carlo below the theory" in text and "gelu, minilm:3" in text
+    assert "(MC − theory)/theory" in text and "tanh" not in text and "erf" not in text
+    # the sign: Monte Carlo above the theory is +, the convention of the atlas table's gap column and the docs
     up = assess("general-w", "tanh", 1.0, 0.1, rows=rows)
-    assert up.gap.item() == pytest.approx(0.3) and "+30.0 %" in up.message() and "above" in up.message()
+    assert up.gap.item() == pytest.approx(0.3) and "+30.0 %" in up.message() and "above the theory" in up.message()
+
+
+def test_one_sign_convention_everywhere():
+    """Issue 35: docs/accuracy.md wrote (theory − MC)/MC and docs/theory.md (MC − theory)/theory. One convention,
+    (MC − theory)/theory, in the docs, the warning, the atlas table, its figures and the code."""
+    from pathlib import Path
+
+    from symattn.accuracy import GAP
+
+    root = Path(__file__).resolve().parents[1]
+    assert GAP == "(MC − theory)/theory"
+    other = ("theory − MC)/MC", "theory - MC)/MC", "theory−MC)/MC", "(theory - mc) / mc", "(th - mc) / mc",
+             r"\mathrm{theory}-\mathrm{MC})/\mathrm{MC}")
+    files = [*(root / "docs").glob("*.md"), *(root / "docs" / "tutorials").glob("*.md"), *(root / "symattn").rglob("*.py"),
+             root / "README.md"]
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        for o in other:
+            assert o not in text, f"{path.relative_to(root)} uses {o}"
+    rows = load_atlas()
+    assert all(math.isclose(r["gap"], (r["mc"] - r["theory"]) / r["theory"], rel_tol=1e-6, abs_tol=1e-8) for r in rows)
 
 
 def test_distance_counts_the_weights_strengths():
@@ -166,7 +187,8 @@ def test_shipped_atlas_is_consistent_and_matches_the_current_theory():
     assert rows, "symattn/data/atlas.csv is shipped with the package"
     for r in rows:
         assert r["within"] == within_tolerance(r["theory"], r["mc"], r["se"])
-        assert math.isclose(r["gap"], (r["theory"] - r["mc"]) / r["mc"], rel_tol=1e-6, abs_tol=1e-8)
+        assert math.isclose(r["gap"], (r["mc"] - r["theory"]) / r["theory"], rel_tol=1e-6, abs_tol=1e-8)
+        assert r["se"] == 0 or math.isclose(r["z"], (r["mc"] - r["theory"]) / r["se"], rel_tol=1e-6, abs_tol=1e-8)
     res = check_atlas(limit=6)
     assert res["cells"] > 0 and res["max_rel_diff"] <= RTOL, res
 

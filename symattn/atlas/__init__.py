@@ -24,7 +24,7 @@ c, n, γ), with the top-level keys as the defaults of every block:
 
 Each block is one sweep store ``DIR/<name>`` (resumable and extensible like any sweep). :func:`cells`
 turns the stores into the atlas table (:data:`symattn.accuracy.COLUMNS`), one row per cell (point × γ):
-the theory, the Monte Carlo mean and its standard error, the relative gap (theory − MC)/MC, the z-score,
+the theory, the Monte Carlo mean and its standard error, the relative gap (MC − theory)/theory (:data:`symattn.accuracy.GAP`), the z-score (MC − theory)/se,
 whether the cell is within max(3 se, 3 %), the engine, the features :func:`symattn.accuracy.assess`
 measures distances in, and ``call`` (JSON: the layer's :meth:`~symattn.Layer.to_dict`, c, n and the signal),
 from which ``symattn verify --atlas`` recomputes the theory. The n-law is read from the rows that differ only in ``n`` (or ``tile``).
@@ -231,7 +231,7 @@ def cells(store, names=None) -> list:
                     "mu": pt["mu"] if layer.p is not None else ("zero" if feats["snr"] == 0 else "geometry"),
                     "snr": feats["snr"], "align": feats["align"], "log_reff": feats["log_reff"],
                     "theory": float(th[j]), "mc": float(mc[j]), "se": float(se[j]), "draws": draws,
-                    "gap": float((th[j] - mc[j]) / mc[j]), "z": float((th[j] - mc[j]) / se[j]) if se[j] > 0 else 0.0,
+                    "gap": float((mc[j] - th[j]) / th[j]), "z": float((mc[j] - th[j]) / se[j]) if se[j] > 0 else 0.0,
                     "within": within_tolerance(th[j], mc[j], se[j]), "call": call})
     return rows
 
