@@ -38,7 +38,7 @@ from sympy.codegen.ast import Assignment, CodeBlock
 
 from ..validation import known_keywords
 from .attention import TRACE_SYMBOLS, TRACES
-from .printing import KernelPrinter, MPKernelPrinter, identifier
+from .printing import KernelPrinter, MPKernelPrinter, ReadableLatexPrinter, identifier
 from .symbols import a1, c, gamma, gram_symbols, rc
 
 #: the backends of :meth:`ExplicitError.compile`
@@ -304,10 +304,15 @@ class ExplicitError:
 
         Examples
         --------
+        One naming scheme, the paper's: the Gram entries as ‖μ‖², μᵀw_K, w_Kᵀw_Q, … and the steps as
+        Γ^{qq}_{01}, (M^Y)^{-1}_{02}, Ṫ (:class:`symattn.systems.printing.ReadableLatexPrinter`).
+
+        Examples
+        --------
         >>> ex = explicit_error(1)
         >>> print(ex.latex(ex.steps[0][0]))
         \begin{aligned}
-        \Lambda_{00} &= G_{00} + G_{01} G_{02}
+        \Lambda_{00} &= \|\mu\|^{2} + (\mu^{\top} w_K) (\mu^{\top} w_Q)
         \end{aligned}
         """
         tgs = self._targets(targets)
@@ -317,7 +322,8 @@ class ExplicitError:
         else:
             pairs = self.needed(tgs) + [(sp.Symbol(f"out_{k}"), t) for k, t in enumerate(tgs) if not (
                 t.is_Symbol and t in dict(self.steps))]
-        lines = [rf"{sp.latex(s)} &= {sp.latex(e)}" for s, e in pairs]
+        show = ReadableLatexPrinter(rank=self.rank).doprint
+        lines = [rf"{show(s)} &= {show(e)}" for s, e in pairs]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
     def evaluate_at(self, result, expr=None):
