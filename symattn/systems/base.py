@@ -54,7 +54,7 @@ class SymbolicSystem:
 
         One naming scheme, the paper's (docs/theory.md §1, §6): the Gram entries are ‖μ‖², μᵀw_K, w_Kᵀw_Q, …
         (:func:`symattn.systems.printing.gram_latex_names`), every integral against the Marchenko–Pastur law
-        is ∫ g ρ_c(λ) dλ with ρ_c written out once, on the last line, and the constants of an activation
+        is ∫ g ρ_c(λ) dλ with ρ_c and its edges λ± written out once, on the last line, and the constants of an activation
         substituted by :func:`~symattn.systems.constants.substitute_constants` stay named (a_1, s², d), their
         values listed once on the first line.
 
@@ -80,7 +80,7 @@ class SymbolicSystem:
         if source.output is not None:
             lines.append(rf"F(\gamma) &= {show(source.output)}")
             lines.append(r"E(\gamma) &= -\gamma^2 F'(\gamma)")
-        if any(r"\rho_c(\lambda)" in line for line in lines):
+        if any(r"\rho_c(\lambda)" in line or r"\lambda_+" in line or r"\lambda_-" in line for line in lines):
             lines.append(mp_density_latex())
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 

@@ -239,6 +239,13 @@ class ReadableLatexPrinter(LatexPrinter):
                 return rf"\frac{{\partial {top}}}{{\partial {base}}}"
         return super()._print_Symbol(expr, style)
 
+    def _print_Pow(self, expr):
+        from .marchenko_pastur import edge_minus, edge_plus
+
+        if expr == edge_minus or expr == edge_plus:   # the edges of the law, named by mp_density_latex
+            return r"\lambda_-" if expr == edge_minus else r"\lambda_+"
+        return super()._print_Pow(expr)
+
     def _print_Integral(self, expr):
         from .marchenko_pastur import density, edge_minus, edge_plus
         from .symbols import lam
