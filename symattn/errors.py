@@ -206,6 +206,17 @@ class FiniteSizeWarning(UserWarning):
     """
 
 
+class ExpressionSizeWarning(UserWarning):
+    """A symbolic expression about to be built is large (its size in operations is in the message, with the
+    compact forms to use instead): :meth:`symattn.systems.explicit.ExplicitError.expression`.
+
+    Examples
+    --------
+    >>> issubclass(ExpressionSizeWarning, UserWarning)
+    True
+    """
+
+
 class QuadratureWarning(RuntimeWarning):
     """A quadrature did not reach the requested accuracy (or ran in float precision)."""
 

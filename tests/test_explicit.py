@@ -235,3 +235,27 @@ def test_latex_uses_one_naming_scheme():
         assert not re.search(r"[A-Za-z]{2,}_\{", tex.replace("\\Lambda_{", "").replace("\\Gamma", ""))
         assert r"\|\mu\|^{2}" in tex and r"(\mu^{\top} w_K" in tex and r"\Gamma^{qq}_{00}" in tex
         assert r"\dot{\Gamma^{qq}_{00}}" in tex and r"\frac{\partial E_A}{\partial" in tex
+
+
+def test_expression_says_what_it_costs_before_building_it():
+    """Issue 35: ex.expression(ex.E_A) took 166 s and returned millions of operations without a word. size()
+    tells the count beforehand (equal to count_ops of the built expression where that is cheap), and
+    expression() warns above EXPRESSION_WARN, naming the compact forms, before it builds anything."""
+    import warnings
+
+    from symattn.errors import ExpressionSizeWarning
+    from symattn.systems.explicit import EXPRESSION_WARN
+
+    ex = sa.explicit_error(1)
+    for s, _ in ex.steps[:40]:   # an upper bound: SymPy merges repeated factors (Λ·Λ = Λ²) as it builds
+        built = sp.count_ops(ex.expression(s))
+        assert built <= ex.size(s), (s, built, ex.size(s))
+    assert ex.size(ex.steps[0][0]) == sp.count_ops(ex.expression(ex.steps[0][0]))
+    assert ex.size(ex.E_A) > 100 * EXPRESSION_WARN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExpressionSizeWarning)   # raised before the expression is built
+        with pytest.raises(ExpressionSizeWarning, match="program\\(\\)"):
+            ex.expression(ex.E_A)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExpressionSizeWarning)
+        ex.expression(ex.steps[0][0])                             # small: no warning

@@ -43,6 +43,8 @@ from .symbols import a1, c, gamma, gram_symbols, rc
 
 #: the backends of :meth:`ExplicitError.compile`
 BACKENDS = ("numpy", "mpmath")
+#: :meth:`ExplicitError.expression` warns above this many operations (its :meth:`~ExplicitError.size`)
+EXPRESSION_WARN = 10**5
 
 #: the γ-derivatives Ṫ_j of the nine traces, in the order of TRACE_SYMBOLS
 TRACE_DOT_SYMBOLS = tuple(sp.Symbol(r"\dot{" + str(T) + "}", real=True) for T in TRACE_SYMBOLS)
@@ -134,8 +136,55 @@ class ExplicitError:
         cache[(target, x)] = out
         return out
 
+    def size(self, target) -> int:
+        """The number of operations (SymPy's ``count_ops``) of :meth:`expression` (``target``) without building
+        it: each step costs its own operations plus, per occurrence, those of the steps it uses (an upper
+        bound: SymPy merges repeated factors, Λ·Λ = Λ², as it builds).
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> lam00 = ex.steps[0][0]
+        >>> ex.size(lam00) == sp.count_ops(ex.expression(lam00))
+        True
+        >>> ex.size(ex.E_A) > 10**6                          # E_A written out: millions of operations
+        True
+        """
+        steps = dict(self.steps)
+        sizes = {}
+        for s, e in self.steps:
+            used = [t for t in e.free_symbols if t in sizes]
+            sizes[s] = sp.count_ops(e) + sum(e.count(t) * sizes[t] for t in used)
+        expr = sp.sympify(target)
+        return int(sp.count_ops(expr) + sum(expr.count(t) * sizes[t] for t in expr.free_symbols if t in steps))
+
     def expression(self, target):
-        """``target`` with every step substituted: one expression in the base symbols (large)."""
+        """``target`` with every step substituted: one expression in the base symbols.
+
+        What it costs: the steps share their intermediates, the expression does not, so its size grows with
+        every level of the program. At rank 1, Λ00 is 2 operations, F about 1.3·10⁶ and E_A about 1.6·10⁷
+        (SymPy's ``count_ops``); building E_A took 166 s. :meth:`size` says the size beforehand, and
+        above :data:`EXPRESSION_WARN` operations an :class:`~symattn.errors.ExpressionSizeWarning` names it.
+        The compact forms of the same formula come first: :meth:`program` (the steps with common
+        subexpressions eliminated, a SymPy ``CodeBlock``), :meth:`latex` (``cse=True``), :meth:`compile`
+        (a function of arrays) and :meth:`diff` (derivatives through the steps).
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> ex.expression(ex.steps[0][0])
+        G_{00} + G_{01}*G_{02}
+        """
+        size = self.size(target)
+        if size > EXPRESSION_WARN:
+            import warnings
+
+            from ..errors import ExpressionSizeWarning
+
+            warnings.warn(ExpressionSizeWarning(
+                f"expression({target}) writes out about {size:.2g} operations (minutes to build, and as large to "
+                "print or evaluate); the compact forms: program() (common subexpressions), latex(cse=True), "
+                "compile(), diff()"), stacklevel=2)
         expr = target
         for s, e in reversed(self.steps):
             if expr.has(s):
