@@ -253,15 +253,18 @@ class Accuracy:
             where = f"c={cell.get('query_c'):g}, gamma={cell.get('query_gamma'):g}"
             if self.flag(i) == "unvalidated":
                 d = self.distance.flat[i]
-                near = (f"the nearest cell ({self._where(i)}) is at distance {d:.2g} > {VALIDATED:g}"
-                        if math.isfinite(d) else f"the atlas has no cell of {self.activation!r} with the "
-                        f"{self.engine!r} engine")
+                if math.isfinite(d):
+                    near = f"the nearest cell, {self._where(i)}, is at distance {d:.3g} > {VALIDATED:g}"
+                elif not self.table:
+                    near = f"the atlas has no cell of {self.activation!r} with the {self.engine!r} engine"
+                else:
+                    near = "the ridgeless value gamma = 0 was not measured"
                 parts.append(f"{where}: unvalidated, not measured ({near})")
-            else:
-                g = self.gap.flat[i]
-                parts.append(f"{where}: the atlas measured {GAP} = {100 * g:+.1f} % (Monte Carlo "
-                             f"{'above' if g > 0 else 'below'} the theory; se {100 * self.se.flat[i]:.1f} %) "
-                             f"at {self._where(i)}")
+                continue
+            g = self.gap.flat[i]
+            parts.append(f"{where}: the atlas measured {GAP} = {100 * g:+.1f} % (Monte Carlo "
+                         f"{'above' if g > 0 else 'below'} the theory; se {100 * self.se.flat[i]:.1f} %) "
+                         f"at {self._where(i)}")
         more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
         return (f"{len(bad)} of {self.gap.size} theory value(s) are not validated within max(3 se, 3 %) of exact "
                 "Monte Carlo by the accuracy atlas (docs/accuracy.md): " + "; ".join(parts) + more)

@@ -970,7 +970,15 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).theory(c, gamma, mu,
     geometry, n, correction, backend, dps, model=..., errors=..., structure=...).E``: the function form of
     :meth:`Layer.theory`. E_A is the attention error (docs/theory.md §6; §12 with ``weights``, §13 for
-    the variants), E_LR the linear-regression error (docs/theory.md §3).
+    the variants), E_LR the linear-regression error (docs/theory.md §3):
+
+    .. math::
+
+       E(\gamma) = \lim \frac{1}{n}\big\|y - \Phi^\top\beta\big\|^2
+                  = -\gamma^2 F'(\gamma),\qquad
+       F(\gamma) = \lim \hat y^\top \Big(\frac{\Phi^\top\Phi}{n} + \gamma\Big)^{-1} \hat y,
+
+    with Φ the layer's features (Φ = X for E_LR) and β the ridge readout.
 
     Parameters
     ----------
@@ -1025,6 +1033,20 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     numpy.ndarray or dict
         A float array of shape broadcast(c, gamma) -- or, for model='both',
         ``{"attention": array, "linear": array}``. With backend='mpmath' the arrays hold mpf.
+
+    Raises
+    ------
+    ParameterError
+        A parameter outside its allowed range, named with the range; a
+        :class:`~symattn.errors.KeywordError` for a keyword the function does not take, with the nearest.
+    ConvergenceError
+        A point the solver cannot solve (``errors='raise'``).
+
+    Warns
+    -----
+    AccuracyWarning
+        A point whose accuracy the atlas has not measured nearby, or measured outside max(3 se, 3 %)
+        (docs/accuracy.md).
 
     Examples
     --------

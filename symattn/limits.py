@@ -260,6 +260,11 @@ def linear_bulk_error() -> sp.Expr:
        E_{LR} = -γ^2 \frac{d}{dγ}\Big[c\tilde m + \frac{1 - c}{γ}\Big],\qquad
        \tilde m = \frac{\sqrt{(1 - c + γ)^2 + 4cγ} - (1 - c + γ)}{2cγ}.
 
+    Returns
+    -------
+    sympy.Expr
+        E_LR(c, γ) at ‖μ‖² = 0.
+
     Examples
     --------
     >>> import symattn as sa
@@ -299,6 +304,11 @@ def linear_activation(c, gamma, snr=0.0, dps: int = 30) -> dict:
     -------
     dict
         ``E`` and ``F`` as mpmath numbers.
+
+    Raises
+    ------
+    ParameterError
+        c, γ or snr outside their ranges (c > 0, γ > 0, snr >= 0).
 
     Examples
     --------
@@ -377,6 +387,11 @@ def kappa_bulk() -> sp.Expr:
 
        κ_{\rm bulk} = s^2 + a_1^2\Big(1 + \frac1c\Big) + 2a_1d + cd^2.
 
+    Returns
+    -------
+    sympy.Expr
+        κ_bulk in (a1, s², d, c), from the 1/γ series of the bulk system.
+
     Examples
     --------
     >>> from symattn.systems.symbols import a1, c, d, s2
@@ -394,6 +409,16 @@ def kappa_attention(rank: int = 1) -> sp.Expr:
     The nine traces are expanded to O(h²) at the bulk series; Γ is affine in the traces, so
     Γ = Γ0 + hΓ1 + h²Γ2 with Γ0 = Γ|_{T=0}. Since e = Γ[:, b0] = O(h),
     F = Γ00 − eᵀĈ(I + ΓĈ)^{-1}e = hΓ1[b0,b0] + h²(Γ2[b0,b0] − e1ᵀĈ(I + Γ0Ĉ)^{-1}e1) + O(h³).
+
+    Parameters
+    ----------
+    rank : int
+        The number r >= 1 of weight pairs (w_K, w_Q).
+
+    Returns
+    -------
+    sympy.Expr
+        κ_A in (a1, s², d, c) and the Gram symbols 𝔊_kl of (μ, w_K, w_Q).
 
     Examples
     --------
@@ -437,6 +462,11 @@ def kappa_linear() -> sp.Expr:
     .. math::
 
        κ_{LR} = c + ‖μ‖^2.
+
+    Returns
+    -------
+    sympy.Expr
+        κ_LR in (c, ‖μ‖²).
 
     Examples
     --------
@@ -525,6 +555,12 @@ def sqrt_gamma_coefficient() -> dict:
     .. math::
 
        E_A = k\sqrt γ + O(γ^{3/2}),\qquad k = \frac12\sqrt{P\int\frac{dμ_S(λ)}{λ\,(s^2P + β_0^2)}}.
+
+    Returns
+    -------
+    dict
+        ``k`` (the coefficient, with the integrals as ``sympy.Integral`` over μ_S), ``equations`` (the reduced
+        system of (P, C)) and ``integrands`` (of J, C and A²).
 
     Examples
     --------
@@ -654,6 +690,11 @@ def semicircle_floor() -> sp.Expr:
     .. math::
 
        E_∞ = γ^2\int\frac{ρ_{sc}(x)\,dx}{(νx^2 + γ)^2} = \sqrt{\frac{γ}{γ + 4ν}}.
+
+    Returns
+    -------
+    sympy.Expr
+        E_∞ in (γ, ν), ν = a1² + s².
 
     Examples
     --------
@@ -857,6 +898,15 @@ def limits(f="tanh", c=0.5, gamma=1.0, geometry=None, diagonal: str = "f", backe
     -------
     LimitsResult
         ``.attention`` and ``.linear``: limit name → :class:`Limit`.
+
+    Raises
+    ------
+    ParameterError
+        c, γ, the geometry or a name of ``which`` outside its range ('gamma->0' asked at c = 1); a
+        :class:`~symattn.errors.KeywordError` for an unknown keyword, with the nearest.
+    ConvergenceError
+        A limit that could not be computed although its own points (the extrapolations' γ or c) were moved
+        up :data:`LADDER_RUNGS` times where the solver failed; the message names your inputs and the limit.
 
     Examples
     --------

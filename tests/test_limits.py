@@ -289,11 +289,9 @@ def test_linear_activation_closed_form_is_public():
     """Issue 35: f(t) = t has a closed form (docs/theory.md §7.1); limits.linear_activation returns it. At μ = 0 it
     is γ²∫dμ_S/(γ + cλ³)² (scipy quad on the Marchenko–Pastur density, outside symattn), and with a signal it
     equals the full theory of the linear activation (the Woodbury system) to 1e-10."""
-    import importlib
-
     from scipy.integrate import quad
 
-    lin = importlib.import_module("symattn.limits").linear_activation
+    lin = sa.limits.linear_activation   # sa.limits is the callable module: its closed forms are public
     for cv, g in [(0.5, 0.1), (2.0, 1.0), (1.0, 0.01)]:
         a, b = (1 - 1 / np.sqrt(cv)) ** 2, (1 + 1 / np.sqrt(cv)) ** 2
         dens = lambda t: cv * np.sqrt(max((b - t) * (t - a), 0.0)) / (2 * np.pi * t)   # noqa: E731

@@ -351,8 +351,6 @@ class ExplicitError:
     def latex(self, targets=None, cse: bool = False) -> str:
         r"""The steps that ``targets`` need (default E_A) as LaTeX aligned equations, one step a line.
 
-        Examples
-        --------
         One naming scheme, the paper's: the Gram entries as ‖μ‖², μᵀw_K, w_Kᵀw_Q, … and the steps as
         Γ^{qq}_{01}, (M^Y)^{-1}_{02}, Ṫ (:class:`symattn.systems.printing.ReadableLatexPrinter`).
 
@@ -602,10 +600,17 @@ def explicit_error(rank: int = 1) -> ExplicitError:
 
     With Γ = Γ_Y ⊕ Γ_V (docs/theory.md §6.5) and the couplings of Ĉ (§6.4),
 
-      R1 = Γ_qq − Γ_qW J_W (I + Γ_WW J_W)^{-1} Γ_Wq,        (W: α(w_K^{(k)}), β(w_Q^{(k)}); J_W = √c a1 [[0, I], [I, 0]])
-      R_V = R1 − R1_{·o} J_o (I + R1_{oo} J_o)^{-1} R1_{o·},  (o: μ, β(ν_K); J_o = (a1/√c) [[0, 1], [1, 0]])
-      K = Ĉ_YY − D R_V D,  D = diag(1, 1, a1),
-      F = [(I + Γ_Y K)^{-1} Γ_Y]_00,          E_A = −γ² Σ_j (∂F/∂T_j) Ṫ_j,
+    .. math::
+
+       R_1 &= \Gamma_{qq} - \Gamma_{qW} J_W (I + \Gamma_{WW} J_W)^{-1} \Gamma_{Wq},
+             \qquad J_W = \sqrt{c}\, a_1 \begin{pmatrix} 0 & I \\ I & 0 \end{pmatrix}
+             \quad (W:\ \alpha(w_K^{(k)}),\ \beta(w_Q^{(k)})), \\
+       R_V &= R_1 - R_{1,\cdot o} J_o (I + R_{1,oo} J_o)^{-1} R_{1,o\cdot},
+             \qquad J_o = \frac{a_1}{\sqrt{c}} \begin{pmatrix} 0 & 1 \\ 1 & 0 \end{pmatrix}
+             \quad (o:\ \mu,\ \beta(\nu_K)), \\
+       K &= \hat C_{YY} - D R_V D, \qquad D = \mathrm{diag}(1, 1, a_1), \\
+       F &= \big[(I + \Gamma_Y K)^{-1} \Gamma_Y\big]_{00}, \qquad
+             E_A = -\gamma^2 \sum_j \frac{\partial F}{\partial T_j} \dot T_j,
 
     on the query vectors q = (u_b0, μ, β(ν_K)), every inverse an adjugate over a determinant.
 
