@@ -712,6 +712,7 @@ def _finish(ctx, values, shape):
     return ctx.asarray(values).reshape(shape)
 
 
+@known_keywords
 def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str = "numpy",
                dps: int | None = None, n: int | None = None, diagonal: str = "f"):
     r"""Proposition 1: deterministic equivalents of normalised traces of the bulk resolvent.

@@ -20,6 +20,9 @@ FRONT = {
     "Layer.simulate": lambda **kw: sa.Layer("tanh").simulate(20, 0.5, [0.1], draws=1, **kw),
     "solve": lambda **kw: sa.solve("tanh", 0.5, 0.1, **kw),
     "limits": lambda **kw: sa.limits("tanh", 0.5, 1.0, which="gamma->oo", **kw),
+    "Geometry": lambda **kw: sa.Geometry(**kw),
+    "kernel_constants": lambda **kw: sa.kernel_constants("tanh", **kw),
+    "activation": lambda **kw: sa.activation("tanh", **kw),
 }
 
 #: (function, misspelt keyword, the keyword meant)
@@ -27,7 +30,9 @@ TYPOS = [("memorization_error", "gama", "gamma"), ("memorization_error", "geomet
          ("memorization_error", "weight", "weights"), ("generalization_error", "modle", "model"),
          ("simulate", "drows", "draws"), ("simulate", "seeds", "seed"), ("Layer", "weigths", "weights"),
          ("Layer", "actvation", "activation"), ("Layer.theory", "gamme", "gamma"),
-         ("Layer.simulate", "geometry_", "geometry"), ("solve", "diagonl", "diagonal"), ("limits", "wich", "which")]
+         ("Layer.simulate", "geometry_", "geometry"), ("solve", "diagonl", "diagonal"), ("limits", "wich", "which"),
+         ("Geometry", "snrr", "snr"), ("Geometry", "mu_wq2", "mu_wq"), ("kernel_constants", "diagonla", "diagonal"),
+         ("activation", "kink", "kinks")]
 
 
 @pytest.mark.parametrize("front,typo,meant", TYPOS)
