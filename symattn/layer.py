@@ -131,7 +131,7 @@ def resolve_weights(ref, key: str = "weights") -> tuple:
     >>> resolve_weights("minilm:9")
     Traceback (most recent call last):
     ...
-    symattn.errors.ParameterError: invalid layer=9: allowed an integer 0 <= layer <= 5
+    symattn.errors.ParameterError: invalid weights='minilm:9': allowed minilm:LAYER or minilm:LAYER:HEAD with layers LAYER 0–5 and heads HEAD 0–11 (all-MiniLM-L6-v2). all-MiniLM-L6-v2 has no layer 9
     """
     from .provenance import array_digest
 
@@ -659,12 +659,10 @@ class Layer:
         if failed:
             out.failures = failed
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
-        from . import accuracy
+        from .accuracy import assess, is_internal
 
         # the atlas measures the attention theory's training error, at the user's points (not a function's own)
-        if model != "linear" and error == "train" and not accuracy.is_internal():
-            from .accuracy import assess
-
+        if model != "linear" and error == "train" and not is_internal():
             tokens = n if n is not None or self.p is None else np.rint(self.p / np.asarray(out.c, dtype=float))
             measured = name if correction is None else f"{name}/{correction}"   # the corrected theory is another
             out.accuracy = assess(measured, self.activation_name, out.c, np.asarray(out.gamma, dtype=float),

@@ -257,8 +257,8 @@ def linear_bulk_error() -> sp.Expr:
 
     .. math::
 
-       E_{LR} = -γ^2 \frac{d}{dγ}\Big[c\tilde m + \frac{1 - c}{γ}\Big],\qquad
-       \tilde m = \frac{\sqrt{(1 - c + γ)^2 + 4cγ} - (1 - c + γ)}{2cγ}.
+       E_{LR} = -\gamma^2 \frac{d}{d\gamma}\Big[c\tilde m + \frac{1 - c}{\gamma}\Big],\qquad
+       \tilde m = \frac{\sqrt{(1 - c + \gamma)^2 + 4c\gamma} - (1 - c + \gamma)}{2c\gamma}.
 
     Returns
     -------
@@ -285,7 +285,7 @@ def linear_activation(c, gamma, snr=0.0, dps: int = 30) -> dict:
 
     .. math::
 
-       F = c^2\sum_{k=0}^{2}\frac{F_{LR}(-z_k)}{3z_k^2},\qquad E_A = -γ^2\,\frac{\partial F}{\partial γ},
+       F = c^2\sum_{k=0}^{2}\frac{F_{LR}(-z_k)}{3z_k^2},\qquad E_A = -\gamma^2\,\frac{\partial F}{\partial \gamma},
 
     with F_LR(γ′) = m/(1 + γ′‖μ‖² m m̃), m = c m̃ + (1 − c)/γ′ and m̃ the root of
     cγ′m̃² + (1 − c + γ′)m̃ − 1 = 0 that is a Stieltjes transform at z = −γ′ (docs/theory.md §3), continued
@@ -385,7 +385,7 @@ def kappa_bulk() -> sp.Expr:
 
     .. math::
 
-       κ_{\rm bulk} = s^2 + a_1^2\Big(1 + \frac1c\Big) + 2a_1d + cd^2.
+       \kappa_{\rm bulk} = s^2 + a_1^2\Big(1 + \frac1c\Big) + 2a_1d + cd^2.
 
     Returns
     -------
@@ -461,7 +461,7 @@ def kappa_linear() -> sp.Expr:
 
     .. math::
 
-       κ_{LR} = c + ‖μ‖^2.
+       \kappa_{LR} = c + \|\mu\|^2.
 
     Returns
     -------
@@ -554,7 +554,7 @@ def sqrt_gamma_coefficient() -> dict:
 
     .. math::
 
-       E_A = k\sqrt γ + O(γ^{3/2}),\qquad k = \frac12\sqrt{P\int\frac{dμ_S(λ)}{λ\,(s^2P + β_0^2)}}.
+       E_A = k\sqrt \gamma  + O(\gamma^{3/2}),\qquad k = \frac12\sqrt{P\int\frac{d\mu_S(\lambda)}{\lambda\,(s^2P + \beta_0^2)}}.
 
     Returns
     -------
@@ -689,7 +689,7 @@ def semicircle_floor() -> sp.Expr:
 
     .. math::
 
-       E_∞ = γ^2\int\frac{ρ_{sc}(x)\,dx}{(νx^2 + γ)^2} = \sqrt{\frac{γ}{γ + 4ν}}.
+       E_\infty  = \gamma^2\int\frac{\rho_{sc}(x)\,dx}{(\nu x^2 + \gamma)^2} = \sqrt{\frac{\gamma}{\gamma  + 4\nu}}.
 
     Returns
     -------
