@@ -88,6 +88,8 @@ def test_minilm_reference_out_of_range_names_weights_and_the_ranges(ref, what):
     (["solve", "-a", "tanh", "--c", "0.5", "--gamma", "0.1", "--snrr", "1"], "--snrr", "--snr"),
     (["simulate", "-a", "tanh", "--c", "0.5", "--gamma", "0.1", "--drwas", "2"], "--drwas", "--draws"),
     (["hermite", "tanh", "--kmx", "3"], "--kmx", "--kmax"),
+    (["sweep", "spec.toml", "--stroe", "dir"], "--stroe", "--store"),
+    (["--versoin"], "--versoin", "--version"),
 ])
 def test_cli_unknown_flag_is_named_with_the_nearest(argv, flag, meant, capsys):
     """Issue 35: `--gama 0.1` reported "required: --gamma" and never named the unknown flag."""

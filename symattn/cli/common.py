@@ -104,11 +104,11 @@ class Parser(argparse.ArgumentParser):
     def parse_known_args(self, args=None, namespace=None):
         """argparse's, but an unknown flag is named first, with the nearest known one (difflib): argparse
         itself reports a missing required flag before it (``--gama 0.1`` said "required: --gamma")."""
-        if args is not None and not self._defaults.get("_accepts_extra_args") and \
-                not any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+        commands = any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+        if args is not None and not self._defaults.get("_accepts_extra_args"):
             for token in args:
-                if token == "--":
-                    break
+                if token == "--" or (commands and not str(token).startswith("-")):
+                    break   # a command's own flags are its parser's
                 name = str(token).split("=", 1)[0]
                 if not name.startswith("-") or name == "-" or self._negative_number_matcher.match(name):
                     continue
