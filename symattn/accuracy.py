@@ -160,8 +160,8 @@ class Accuracy:
     Attributes
     ----------
     gap : numpy.ndarray
-        (MC − theory)/theory (:data:`GAP`: + means Monte Carlo is above the theory) of the nearest cell, or of the worst failing cell of the neighbourhood when
-        ``flagged``; NaN where ``validated`` is False and no cell exists.
+        (MC − theory)/theory (:data:`GAP`: + means Monte Carlo is above the theory) of the nearest cell, or
+        of the worst failing cell of the neighbourhood when ``flagged``; NaN where no cell exists.
     se : numpy.ndarray
         The relative standard error se/theory of that cell.
     distance : numpy.ndarray
