@@ -79,6 +79,9 @@ mathjax3_config = {
 # -- autodoc / autosummary / numpydoc --------------------------------------------------------------
 autosummary_generate = True
 autosummary_imported_members = True
+# a module's page lists what its __all__ names (symattn.limits: limits, the closed forms), each on its own page
+# with signature, parameters, returns, raises and example, not what it imports (dataclass, field)
+autosummary_ignore_module_all = False
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "none"  # the numpydoc Parameters section states the types
 numpydoc_show_class_members = False

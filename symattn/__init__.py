@@ -62,13 +62,19 @@ _PUBLIC = {
     "Limit": "limits",
 }
 
+#: public names that are their (callable) module
+_CALLABLE_MODULES = {"limits"}
+
 __all__ = sorted(_PUBLIC) + ["__version__"]
 
 
 def __getattr__(name: str):
     if name in _PUBLIC:
         module = importlib.import_module(f".{_PUBLIC[name]}", __name__)
-        value = getattr(module, name)
+        # symattn.limits is a callable module: it is the public object itself, whatever was imported first (a
+        # later `import symattn.limits` rebinds the name to the module): sa.limits(...) calls its function and
+        # sa.limits.linear_activation is one of its closed forms
+        value = module if name in _CALLABLE_MODULES else getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'symattn' has no attribute {name!r}")

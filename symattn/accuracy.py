@@ -3,30 +3,47 @@ r"""How accurate the theory is where it is asked: the measured accuracy atlas, s
 ``symattn atlas`` (:mod:`symattn.atlas`) measures the theory against exact Monte Carlo over a grid of
 layers and settings and writes a compact table, one row per cell (point × γ); the table of the default
 atlas is installed with the package (``symattn/data/atlas.csv``). :func:`assess` places a query among the
-measured cells of the same theory engine, in the parameter space
+measured cells of the same theory engine **and the same activation** (or a declared family,
+:data:`FAMILIES`, each with its reason: a cell of another activation says nothing of this one; GELU on
+MiniLM layer 2 borrowed +17 % to +46 % from erf and tanh cells where its own cells measure −19 % to +3 %),
+in the parameter space
 
-.. math::  d^2 = \Big(\frac{Δ\log_{10} c}{0.25}\Big)^2 + \Big(\frac{Δ\log_{10} γ}{1}\Big)^2
-           + \Big(\frac{Δ\log(1 + ‖μ‖^2)}{0.5}\Big)^2 + \Big(\frac{Δa}{0.5}\Big)^2
-           + \Big(\frac{Δ\log_{10}(r_\mathrm{eff}/p)}{0.5}\Big)^2 + \Big(\frac{Δ\log_{10} n}{0.3}\Big)^2
-           + 0.5^2\,[f ≠ f'],
+.. math::
 
-with a the alignment of μ with the weights' top direction and r_eff = ‖W‖_F⁴/‖WᵀW‖_F² the effective
-rank of W (:meth:`symattn.Layer.features`), n the tokens (a value asked without n is compared with the
-cells at the largest n the engine was measured at). A cell is *within tolerance* when
-|theory − MC| <= max(3 se, 3 % of theory). The query is
+   d^2 = \Big(\frac{Δ\log_{10} c}{0.25}\Big)^2 + \Big(\frac{Δ\log_{10} γ}{1}\Big)^2
+         + \Big(\frac{Δ\log(1 + ‖μ‖^2)}{0.5}\Big)^2 + \Big(\frac{Δa}{0.5}\Big)^2
+         + \Big(\frac{Δ\log_{10}(r_\mathrm{eff}/p)}{0.5}\Big)^2
+         + \Big(\frac{Δ\log(1 + ‖w_K‖^2)}{0.5}\Big)^2 + \Big(\frac{Δ\log(1 + ‖w_Q‖^2)}{0.5}\Big)^2
+         + \Big(\frac{Δ\log_{10} n}{0.3}\Big)^2,
 
-- *unvalidated* when its nearest measured cell is farther than :data:`VALIDATED` (or its engine has
-  no cell);
+with a the alignment of μ with the weights' top direction, r_eff = ‖W‖_F⁴/‖WᵀW‖_F² the effective
+rank of W, ‖w_K‖², ‖w_Q‖² the strengths of the paper's low-rank weights (summed over their rank; 0 for a
+layer with weights W, whose scale is in W itself) (:meth:`symattn.Layer.features`), n the tokens (a value
+asked without n is compared with the cells at the largest n the engine was measured at). Every coordinate
+the theory depends on is counted: a point at ‖w_K‖² = ‖w_Q‖² = 100 is far from every measured cell
+(issue 38). A cell is *within tolerance* when |theory − MC| <= max(3 se, 3 % of theory). The query is
+
+- *unvalidated* ("not measured") when its activation has no cell of its engine, or the nearest such cell
+  is farther than :data:`VALIDATED`;
 - *flagged* when any cell within :data:`RADIUS` (or the nearest one) is outside the tolerance: its
   gap is then the largest such gap, so a value near a measured miss is never returned silently.
 
+Gaps are signed **(MC − theory)/theory** everywhere (the atlas table and its figures, the warnings,
+docs/accuracy.md and docs/theory.md, the validation tables): +10 % means exact Monte Carlo is 10 % above the
+theory (the theory is low), and z = (MC − theory)/se.
+
 :class:`~symattn.errors.AccuracyWarning` is issued for unvalidated and flagged points
-(:meth:`symattn.Layer.theory`). Nothing here runs the theory: it reads the table.
+(:meth:`symattn.Layer.theory`), about the points the user asked for: the solves a function makes at
+points of its own (the limits' extrapolations, :func:`symattn.limits`) run inside :func:`internal`, which
+skips the assessment. Nothing here runs the theory: it reads the table.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import csv
+import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -35,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["ATLAS_PATH", "Accuracy", "assess", "load_atlas", "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS",
-           "VALIDATED", "COLUMNS"]
+           "VALIDATED", "COLUMNS", "FAMILIES", "GAP", "internal", "is_internal"]
 
 #: the atlas of the default spec, installed with the package
 ATLAS_PATH = Path(__file__).with_name("data") / "atlas.csv"
@@ -46,8 +63,14 @@ RADIUS = 1.0
 #: a query whose nearest cell is farther than this is unvalidated
 VALIDATED = 1.5
 #: the scales of the distance (module docstring)
-SCALES = {"log_c": 0.25, "log_gamma": 1.0, "log_snr": 0.5, "align": 0.5, "log_reff": 0.5}
-ACTIVATION_MISMATCH = 0.5
+SCALES = {"log_c": 0.25, "log_gamma": 1.0, "log_snr": 0.5, "align": 0.5, "log_reff": 0.5, "log_wk": 0.5,
+          "log_wq": 0.5}
+#: the sign convention of every gap: exact Monte Carlo relative to the theory (docs/theory.md, "Gap")
+GAP = "(MC − theory)/theory"
+#: activation → (the activation whose cells it may use, the reason). None declared: the kernel constants
+#: (a1, s², d) of two activations can agree while their finite-n Monte Carlo does not, so no activation
+#: borrows another's cells (aliases are resolved before: 'swish' is 'silu').
+FAMILIES: dict = {}
 #: the scale of Δlog10 n in the distance (a factor 2 in n is 1.0)
 N_SCALE = 0.3
 #: the columns of the atlas table
@@ -88,21 +111,59 @@ def load_atlas(path=None) -> tuple:
             for k in ("n", "p", "tile", "draws"):
                 row[k] = int(float(r[k])) if r.get(k) not in (None, "") else 0
             row["within"] = str(r.get("within")).lower() == "true"
+            row["wk2"], row["wq2"] = _weight_strengths(r.get("call"))
             out.append(row)
     return tuple(out)
 
 
-@dataclass
+def _weight_strengths(call) -> tuple:
+    """(‖w_K‖², ‖w_Q‖²) of an atlas row, from the geometry of its ``call`` (0 for a layer with weights)."""
+    try:
+        geo = (json.loads(call) if call else {}).get("geometry") or {}
+    except (TypeError, ValueError):
+        geo = {}
+    return float(geo.get("wk2") or 0.0), float(geo.get("wq2") or 0.0)
+
+
+_INTERNAL = contextvars.ContextVar("symattn_accuracy_internal", default=False)
+
+
+@contextlib.contextmanager
+def internal():
+    """Solves inside this block are a function's own points, not the user's: no accuracy assessment
+    (:meth:`symattn.Layer.theory` leaves ``accuracy`` None and warns nothing).
+
+    Examples
+    --------
+    >>> with internal():
+    ...     is_internal()
+    True
+    >>> is_internal()
+    False
+    """
+    token = _INTERNAL.set(True)
+    try:
+        yield
+    finally:
+        _INTERNAL.reset(token)
+
+
+def is_internal() -> bool:
+    """True inside :func:`internal`."""
+    return _INTERNAL.get()
+
+
+@dataclass(repr=False)
 class Accuracy:
     r"""The measured accuracy of the theory at each point of a result (:func:`assess`).
 
     Attributes
     ----------
     gap : numpy.ndarray
-        (theory − MC)/MC of the nearest cell, or of the worst failing cell of the neighbourhood when
-        ``flagged``; NaN where ``validated`` is False and no cell exists.
+        (MC − theory)/theory (:data:`GAP`: + means Monte Carlo is above the theory) of the nearest cell, or
+        of the worst failing cell of the neighbourhood when ``flagged``; NaN where no cell exists.
     se : numpy.ndarray
-        The relative standard error se/MC of that cell.
+        The relative standard error se/theory of that cell.
     distance : numpy.ndarray
         The distance to the nearest cell (module docstring).
     validated : numpy.ndarray of bool
@@ -112,9 +173,11 @@ class Accuracy:
     index : numpy.ndarray of int
         The row of ``table`` each point's gap comes from (−1: none).
     table : tuple of dict
-        The atlas cells the points were compared with (those of their engine).
+        The atlas cells the points were compared with (those of their engine and activation).
     query : numpy.ndarray
         The points (c, γ), shape ``(P, 2)``.
+    activation, engine : str or None
+        What was asked (the activation after :data:`FAMILIES`).
     """
 
     gap: np.ndarray
@@ -125,6 +188,20 @@ class Accuracy:
     index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     table: tuple = ()
     query: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    activation: str | None = None
+    engine: str | None = None
+
+    def __repr__(self) -> str:
+        """A few lines: the counts of each flag and the largest measured gap (never the table)."""
+        flags = [self.flag(i) for i in range(np.asarray(self.gap).size)]
+        counts = ", ".join(f"{flags.count(w)} {w}" for w in ("ok", "miss", "unvalidated"))
+        worst = ""
+        g = np.where(np.asarray(self.validated), np.abs(np.asarray(self.gap, dtype=float)), np.nan)
+        if np.isfinite(g).any():
+            i = int(np.nanargmax(g))
+            worst = f"; largest measured gap {GAP} = {100 * self.gap.flat[i]:+.1f} % ({self._where(i)})"
+        return (f"Accuracy({self.activation!r}, engine={self.engine!r}, {len(flags)} point(s): {counts}{worst}; "
+                f"{len(self.table)} atlas cell(s) compared)")
 
     @property
     def cells(self) -> list:
@@ -158,8 +235,15 @@ class Accuracy:
                 "validated": plain(self.validated), "flagged": plain(self.flagged),
                 "flag": [self.flag(i) for i in range(self.gap.size)], "cells": self.cells}
 
+    def _where(self, i: int) -> str:
+        cell = self.cell(i)
+        return (f"{cell.get('activation')}, {cell.get('layer')}, c={cell.get('c'):g}, gamma={cell.get('gamma'):g}, "
+                f"n={cell.get('n')}")
+
     def message(self) -> str | None:
-        """The text of the AccuracyWarning (None when every point is validated and not flagged)."""
+        """The text of the AccuracyWarning (None when every point is validated and not flagged): per point, the
+        measured gap (:data:`GAP`, signed) with the activation, layer, c, γ and n of the cell it comes from, or
+        "not measured" when no cell of this activation is near enough."""
         bad = np.flatnonzero(~self.ok)
         if not bad.size:
             return None
@@ -169,12 +253,18 @@ class Accuracy:
             where = f"c={cell.get('query_c'):g}, gamma={cell.get('query_gamma'):g}"
             if self.flag(i) == "unvalidated":
                 d = self.distance.flat[i]
-                parts.append(f"{where}: unvalidated (nearest atlas cell at distance "
-                             f"{'inf' if not math.isfinite(d) else f'{d:.2g}'})")
-            else:
-                parts.append(f"{where}: the atlas measured a gap of {100 * self.gap.flat[i]:+.1f} % "
-                             f"(se {100 * self.se.flat[i]:.1f} %) at {cell.get('layer')}, {cell.get('activation')}, "
-                             f"c={cell.get('c'):g}, gamma={cell.get('gamma'):g}, n={cell.get('n')}")
+                if math.isfinite(d):
+                    near = f"the nearest cell, {self._where(i)}, is at distance {d:.3g} > {VALIDATED:g}"
+                elif not self.table:
+                    near = f"the atlas has no cell of {self.activation!r} with the {self.engine!r} engine"
+                else:
+                    near = "the ridgeless value gamma = 0 was not measured"
+                parts.append(f"{where}: unvalidated, not measured ({near})")
+                continue
+            g = self.gap.flat[i]
+            parts.append(f"{where}: the atlas measured {GAP} = {100 * g:+.1f} % (Monte Carlo "
+                         f"{'above' if g > 0 else 'below'} the theory; se {100 * self.se.flat[i]:.1f} %) "
+                         f"at {self._where(i)}")
         more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
         return (f"{len(bad)} of {self.gap.size} theory value(s) are not validated within max(3 se, 3 %) of exact "
                 "Monte Carlo by the accuracy atlas (docs/accuracy.md): " + "; ".join(parts) + more)
@@ -186,36 +276,37 @@ _CELL_KEYS = ("block", "layer", "activation", "c", "gamma", "n", "engine", "mu",
 CHUNK = 256
 
 
-def _features(c, gamma, snr, align, log_reff) -> np.ndarray:
-    """The scaled coordinates of points (arrays broadcast together), shape ``(..., 5)``."""
+def _features(c, gamma, snr, align, log_reff, wk2, wq2) -> np.ndarray:
+    """The scaled coordinates of points (arrays broadcast together), shape ``(..., 7)``."""
     return np.stack(np.broadcast_arrays(np.log10(c) / SCALES["log_c"], np.log10(gamma) / SCALES["log_gamma"],
                                         np.log1p(np.maximum(snr, 0.0)) / SCALES["log_snr"], align / SCALES["align"],
-                                        log_reff / SCALES["log_reff"]), axis=-1)
+                                        log_reff / SCALES["log_reff"], np.log1p(np.maximum(wk2, 0.0)) / SCALES["log_wk"],
+                                        np.log1p(np.maximum(wq2, 0.0)) / SCALES["log_wq"]), axis=-1)
 
 
-def _candidates(rows, engine: str, asymptotic: bool) -> tuple:
-    """The cells of ``engine`` (at its largest n when ``asymptotic``) and their arrays: (cells, features,
-    activations, log10 n, within, gap, se/mc)."""
-    cand = [r for r in rows if r["engine"] == engine and math.isfinite(r["gap"])]
+def _candidates(rows, engine: str, activation, asymptotic: bool) -> tuple:
+    """The cells of ``engine`` and ``activation`` (at their largest n when ``asymptotic``) and their arrays:
+    (cells, features, log10 n, within, gap, se/mc)."""
+    cand = [r for r in rows if r["engine"] == engine and r["activation"] == activation and math.isfinite(r["gap"])]
     if asymptotic and cand:   # the asymptotic question: the most asymptotic cells
         top = max(r["n"] for r in cand)
         cand = [r for r in cand if r["n"] == top]
-    col = {k: np.array([r[k] for r in cand], dtype=float) for k in ("c", "gamma", "snr", "align", "log_reff",
-                                                                      "gap", "se", "mc")}
-    F = _features(col["c"], col["gamma"], col["snr"], col["align"], col["log_reff"]).reshape(len(cand), 5)
-    rel_se = np.divide(col["se"], np.abs(col["mc"]), out=np.full(len(cand), np.nan), where=col["mc"] != 0)
-    return (tuple(cand), F, np.array([r["activation"] for r in cand], dtype=object),
-            np.log10(np.maximum([r["n"] for r in cand], 1)) if cand else np.zeros(0),
+    col = {k: np.array([r.get(k, 0.0) for r in cand], dtype=float)
+           for k in ("c", "gamma", "snr", "align", "log_reff", "wk2", "wq2", "gap", "se", "theory")}
+    F = _features(col["c"], col["gamma"], col["snr"], col["align"], col["log_reff"], col["wk2"],
+                  col["wq2"]).reshape(len(cand), 7)
+    rel_se = np.divide(col["se"], np.abs(col["theory"]), out=np.full(len(cand), np.nan), where=col["theory"] != 0)
+    return (tuple(cand), F, np.log10(np.maximum([r["n"] for r in cand], 1)) if cand else np.zeros(0),
             np.array([r["within"] for r in cand], dtype=bool), col["gap"], rel_se)
 
 
 @lru_cache(maxsize=64)
-def _shipped_candidates(engine: str, asymptotic: bool) -> tuple:
-    return _candidates(load_atlas(), engine, asymptotic)
+def _shipped_candidates(engine: str, activation, asymptotic: bool) -> tuple:
+    return _candidates(load_atlas(), engine, activation, asymptotic)
 
 
 def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, align: float = 0.0,
-           log_reff: float = 0.0, n=None, rows=None) -> Accuracy:
+           log_reff: float = 0.0, n=None, rows=None, wk2: float = 0.0, wq2: float = 0.0) -> Accuracy:
     r"""The measured accuracy at the points (c, γ) of a layer whose theory engine is ``engine``.
 
     Parameters
@@ -223,12 +314,15 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     engine : str
         :meth:`symattn.Layer.engine`.
     activation : str or None
-        The activation's name (:attr:`symattn.Layer.activation_name`).
+        The activation's name (:attr:`symattn.Layer.activation_name`): only its cells are compared (or
+        those of its family, :data:`FAMILIES`); none measured: every point is unvalidated, "not measured".
     c, gamma : array_like
         The points (broadcast together).
     snr, align, log_reff : float
         ‖μ‖², the alignment of μ with the weights' top direction, log10(r_eff/p)
         (:meth:`symattn.Layer.features`).
+    wk2, wq2 : float
+        ‖w_K‖², ‖w_Q‖² of the paper's low-rank weights (:meth:`symattn.Layer.features`).
     n : int, array_like or None
         The tokens the value is for: cells at another n are farther by Δlog10 n/:data:`N_SCALE`. None (the
         asymptotic question) compares with the cells at the largest n measured for the engine.
@@ -242,13 +336,16 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     Examples
     --------
     >>> cells = [dict(engine="paper", activation="tanh", c=0.5, gamma=0.1, snr=0.0, align=0.0, log_reff=0.0,
-    ...               theory=0.50, mc=0.49, se=0.002, gap=0.02, within=True, layer="W = I", n=600)]
+    ...               theory=0.50, mc=0.51, se=0.002, gap=0.02, within=True, layer="W = I", n=600)]
     >>> a = assess("paper", "tanh", [0.5, 20.0], 0.1, rows=cells)
     >>> a.validated.tolist(), a.flagged.tolist(), [round(g, 3) for g in a.gap.tolist()]
     ([True, False], [False, False], [0.02, 0.02])
+    >>> assess("paper", "gelu", 0.5, 0.1, rows=cells).flag(0)   # no GELU cell: not measured
+    'unvalidated'
     """
-    cand, F, acts, logn, within, gaps, rel_se = (_shipped_candidates(engine, n is None) if rows is None else
-                                                 _candidates(rows, engine, n is None))
+    activation = FAMILIES.get(activation, (activation, ""))[0]
+    cand, F, logn, within, gaps, rel_se = (_shipped_candidates(engine, activation, n is None) if rows is None else
+                                           _candidates(rows, engine, activation, n is None))
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
     shape = cb.shape
     cb, gb = cb.ravel(), gb.ravel()
@@ -256,14 +353,14 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     nb = None if n is None else np.broadcast_to(np.asarray(n, dtype=float), shape).ravel()
     out = Accuracy(gap=np.full(P, np.nan), se=np.full(P, np.nan), distance=np.full(P, np.inf),
                    validated=np.zeros(P, dtype=bool), flagged=np.zeros(P, dtype=bool),
-                   index=np.full(P, -1, dtype=int), table=cand, query=np.stack([cb, gb], axis=1))
+                   index=np.full(P, -1, dtype=int), table=cand, query=np.stack([cb, gb], axis=1),
+                   activation=activation, engine=engine)
     ok = np.nonzero((cb > 0) & (gb > 0))[0]   # γ = 0 (the ridgeless limit) was never measured
     if len(cand) and ok.size:
-        mism2 = np.where(acts == activation, 0.0, ACTIVATION_MISMATCH**2)
         for start in range(0, ok.size, CHUNK):
             idx = ok[start:start + CHUNK]
-            Q = _features(cb[idx], gb[idx], snr, align, log_reff)
-            d2 = np.sum((Q[:, None, :] - F[None, :, :]) ** 2, axis=-1) + mism2[None, :]
+            Q = _features(cb[idx], gb[idx], snr, align, log_reff, wk2, wq2)
+            d2 = np.sum((Q[:, None, :] - F[None, :, :]) ** 2, axis=-1)
             if nb is not None:
                 d2 += ((logn[None, :] - np.log10(nb[idx])[:, None]) / N_SCALE) ** 2
             d = np.sqrt(d2)

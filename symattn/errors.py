@@ -44,6 +44,33 @@ class ParameterError(SymattnError, ValueError):
         super().__init__(msg)
 
 
+class KeywordError(ParameterError, TypeError):
+    """A keyword argument that the function does not take: its name, the closest keywords it does take
+    (difflib, as for activation names), and the list of all. Also a TypeError, as Python's own.
+
+    Examples
+    --------
+    >>> import symattn as sa
+    >>> try:
+    ...     sa.memorization_error("tanh", c=0.5, gama=0.1)
+    ... except KeywordError as e:
+    ...     print(e)
+    memorization_error() got an unknown keyword gama=0.1: did you mean gamma? (its keywords: f, c, gamma, geometry, model, backend, dps, n, diagonal, correction, errors, residual, heads, readout, kernel, temperature, weights, mu, structure, error)
+    """
+
+    def __init__(self, function: str, name: str, value, keywords):
+        import difflib
+
+        self.name, self.value, self.function = name, value, function
+        self.allowed = ", ".join(keywords)
+        self.suggestions = difflib.get_close_matches(name, list(keywords), n=3, cutoff=0.5)
+        shown = repr(value) if len(repr(value)) <= 40 else type(value).__name__
+        near = (f": did you mean {' or '.join(self.suggestions)}?" if self.suggestions else
+                ": no keyword of that name")
+        Exception.__init__(self, f"{function}() got an unknown keyword {name}={shown}{near} "
+                                 f"(its keywords: {self.allowed})")
+
+
 class UsageError(SymattnError):
     """A command-line usage error (unknown option, bad number, invalid choice): exit code 2."""
 
@@ -175,6 +202,17 @@ class FiniteSizeWarning(UserWarning):
     ...     warnings.simplefilter("always")
     ...     _ = sa.memorization_error("tanh", 0.3, 0.3, geometry=sa.Geometry.aligned(snr=3.0), n=1000)
     >>> any(issubclass(w.category, sa.FiniteSizeWarning) for w in caught)
+    True
+    """
+
+
+class ExpressionSizeWarning(UserWarning):
+    """A symbolic expression about to be built is large (its size in operations is in the message, with the
+    compact forms to use instead): :meth:`symattn.systems.explicit.ExplicitError.expression`.
+
+    Examples
+    --------
+    >>> issubclass(ExpressionSizeWarning, UserWarning)
     True
     """
 

@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ParameterError
+from .validation import known_keywords
 from .model import MODELS, check_diagonal, check_error, check_heads, check_mu, check_variant_flags, check_weights
 
 __all__ = ["Layer", "Engine", "THEORY_ENGINES", "memorization_error", "simulate", "resolve_weights",
@@ -73,13 +74,17 @@ def _minilm_parts(key: str, ref: str, heads_allowed: bool) -> tuple:
     from . import realweights as rw
 
     parts = ref[len(MINILM):].split(":")
+    heads = rw.MINILM_HIDDEN // rw.MINILM_HEAD_DIM
+    ranges = f"layers LAYER 0–{rw.MINILM_LAYERS - 1}" + (f" and heads HEAD 0–{heads - 1}" if heads_allowed else "")
+    allowed = ("minilm:LAYER or minilm:LAYER:HEAD" if heads_allowed else "minilm:LAYER (all heads of a layer)") \
+        + f" with {ranges} (all-MiniLM-L6-v2)"
     if len(parts) not in ((1, 2) if heads_allowed else (1,)) or not all(x.strip().isdigit() for x in parts):
-        allowed = "minilm:LAYER or minilm:LAYER:HEAD" if heads_allowed else "minilm:LAYER (all heads of a layer)"
-        raise ParameterError(key, ref, f"{allowed} with integers LAYER, HEAD")
-    layer = int(parts[0])
-    if not 0 <= layer < rw.MINILM_LAYERS:
-        raise ParameterError("layer", layer, f"an integer 0 <= layer <= {rw.MINILM_LAYERS - 1}")
-    return layer, (int(parts[1]) if len(parts) == 2 else None)
+        raise ParameterError(key, ref, allowed)
+    layer, head = int(parts[0]), (int(parts[1]) if len(parts) == 2 else None)
+    if not 0 <= layer < rw.MINILM_LAYERS or not (head is None or 0 <= head < heads):
+        what = f"layer {layer}" if not 0 <= layer < rw.MINILM_LAYERS else f"head {head}"
+        raise ParameterError(key, ref, allowed, hint=f"all-MiniLM-L6-v2 has no {what}")
+    return layer, head
 
 
 @lru_cache(maxsize=64)
@@ -126,7 +131,7 @@ def resolve_weights(ref, key: str = "weights") -> tuple:
     >>> resolve_weights("minilm:9")
     Traceback (most recent call last):
     ...
-    symattn.errors.ParameterError: invalid layer=9: allowed an integer 0 <= layer <= 5
+    symattn.errors.ParameterError: invalid weights='minilm:9': allowed minilm:LAYER or minilm:LAYER:HEAD with layers LAYER 0–5 and heads HEAD 0–11 (all-MiniLM-L6-v2). all-MiniLM-L6-v2 has no layer 9
     """
     from .provenance import array_digest
 
@@ -317,6 +322,7 @@ class Layer:
     __slots__ = ("activation", "weights", "heads", "readout", "residual", "kernel", "temperature", "diagonal",
                  "_refs", "_digest", "_derived")
 
+    @known_keywords
     def __init__(self, activation="tanh", weights=None, heads=None, readout: str = "concat", residual: bool = False,
                  kernel: str = "entrywise", temperature=None, diagonal: str = "f"):
         set_ = object.__setattr__
@@ -559,6 +565,7 @@ class Layer:
             return "concat" if self.readout == "concat" and H > 1 and distinct else "sum"
         return "residual" if self.residual else "paper"
 
+    @known_keywords
     def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
                *, model: str = "attention", errors: str = "raise", structure: str = "auto", method=None,
                error: str = "train"):
@@ -652,9 +659,10 @@ class Layer:
         if failed:
             out.failures = failed
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
-        if model != "linear" and error == "train":   # the atlas measures the attention theory's training error
-            from .accuracy import assess
+        from .accuracy import assess, is_internal
 
+        # the atlas measures the attention theory's training error, at the user's points (not a function's own)
+        if model != "linear" and error == "train" and not is_internal():
             tokens = n if n is not None or self.p is None else np.rint(self.p / np.asarray(out.c, dtype=float))
             measured = name if correction is None else f"{name}/{correction}"   # the corrected theory is another
             out.accuracy = assess(measured, self.activation_name, out.c, np.asarray(out.gamma, dtype=float),
@@ -671,13 +679,14 @@ class Layer:
 
         ``snr`` = ‖μ‖²; ``align`` = the alignment of μ with the top direction e of (W + Wᵀ)/2, (μᵀe)²/‖μ‖²
         (W the weights, Σ_h W_h for heads), or for the paper's geometry μᵀw_K μᵀw_Q/(‖μ‖² ‖w_K‖ ‖w_Q‖);
-        ``log_reff`` = log10(r_eff/p) with the effective rank r_eff = ‖W‖_F⁴/‖WᵀW‖_F² (0 for the paper's W = I).
+        ``log_reff`` = log10(r_eff/p) with the effective rank r_eff = ‖W‖_F⁴/‖WᵀW‖_F² (0 for the paper's W = I);
+        ``wk2``, ``wq2`` = ‖w_K‖², ‖w_Q‖² of the paper's low-rank weights, summed over their rank (0 with W).
 
         Examples
         --------
         >>> from symattn import Geometry
         >>> Layer("tanh").features(geometry=Geometry.aligned(2.0))
-        {'snr': 2.0, 'align': 1.0, 'log_reff': 0.0}
+        {'snr': 2.0, 'align': 1.0, 'log_reff': 0.0, 'wk2': 2.0, 'wq2': 2.0}
         """
         from .model import as_geometry
 
@@ -689,7 +698,8 @@ class Layer:
             norm = math.sqrt(max(sum(G[1 + k, 1 + k] for k in range(r)) * sum(G[1 + r + k, 1 + r + k]
                                                                               for k in range(r)), 0.0))
             align = float(num / (snr * norm)) if snr > 0 and norm > 0 else 0.0
-            return {"snr": snr, "align": align, "log_reff": 0.0}
+            return {"snr": snr, "align": align, "log_reff": 0.0, "wk2": float(sum(G[1 + k, 1 + k] for k in range(r))),
+                    "wq2": float(sum(G[1 + r + k, 1 + r + k] for k in range(r)))}
         from .realweights import signal_direction
 
         W = self._summed_weights
@@ -701,8 +711,9 @@ class Layer:
         if snr > 0:
             e = self._derive("summed_top", lambda: signal_direction(W, 1.0))
             align = float(mu @ e) ** 2 / snr
-        return {"snr": snr, "align": align, "log_reff": log_reff}
+        return {"snr": snr, "align": align, "log_reff": log_reff, "wk2": 0.0, "wq2": 0.0}
 
+    @known_keywords
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
                  trace_estimator: bool = False, dtype: str = "float64", method: str = "auto", batch=None,
@@ -945,6 +956,7 @@ _OPTION_HINTS = {
 
 
 # ----------------------------------------------------------------------------- the function forms
+@known_keywords
 def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
                        diagonal: str = "f", correction: str | None = None, errors: str = "raise",
@@ -956,7 +968,15 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).theory(c, gamma, mu,
     geometry, n, correction, backend, dps, model=..., errors=..., structure=...).E``: the function form of
     :meth:`Layer.theory`. E_A is the attention error (docs/theory.md §6; §12 with ``weights``, §13 for
-    the variants), E_LR the linear-regression error (docs/theory.md §3).
+    the variants), E_LR the linear-regression error (docs/theory.md §3):
+
+    .. math::
+
+       E(\gamma) = \lim \frac{1}{n}\big\|y - \Phi^\top\beta\big\|^2
+                  = -\gamma^2 F'(\gamma),\qquad
+       F(\gamma) = \lim \hat y^\top \Big(\frac{\Phi^\top\Phi}{n} + \gamma\Big)^{-1} \hat y,
+
+    with Φ the layer's features (Φ = X for E_LR) and β the ridge readout.
 
     Parameters
     ----------
@@ -1012,6 +1032,20 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         A float array of shape broadcast(c, gamma) -- or, for model='both',
         ``{"attention": array, "linear": array}``. With backend='mpmath' the arrays hold mpf.
 
+    Raises
+    ------
+    ParameterError
+        A parameter outside its allowed range, named with the range; a
+        :class:`~symattn.errors.KeywordError` for a keyword the function does not take, with the nearest.
+    ConvergenceError
+        A point the solver cannot solve (``errors='raise'``).
+
+    Warns
+    -----
+    AccuracyWarning
+        A point whose accuracy the atlas has not measured nearby, or measured outside max(3 se, 3 %)
+        (docs/accuracy.md).
+
     Examples
     --------
     >>> E = memorization_error("tanh", c=0.5, gamma=[0.01, 1.0], model="both")
@@ -1026,9 +1060,12 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
                         model=model, errors=errors, structure=structure, error=error).E
 
 
+@known_keywords
 def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                          backend: str = "numpy", dps: int | None = None, n: int | None = None,
-                         diagonal: str = "f", errors: str = "raise"):
+                         diagonal: str = "f", errors: str = "raise", correction=None, residual: bool = False,
+                         heads=None, readout: str = "concat", kernel: str = "entrywise", temperature=None,
+                         weights=None, mu=None, structure: str = "auto"):
     r"""Deterministic-equivalent test (generalisation) error of the ridge readout (docs/theory.md §14).
 
     β = (ΦΦᵀ/n + γ)^{-1}Φy/n is fitted on one sequence and tested on a fresh one (X′, y′) of the same
@@ -1041,6 +1078,10 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     ----------
     f, c, gamma, geometry, model, backend, dps, n, diagonal, errors
         As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
+    correction, residual, heads, readout, kernel, temperature, weights, mu, structure
+        The keywords of :func:`memorization_error`, so that both take the same ones; the test-error theory
+        is of the paper's model only, so any of them set to other than its default raises a ParameterError
+        that names it (measure those layers with ``simulate(..., error="test")``).
 
     Returns
     -------
@@ -1058,10 +1099,20 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> round(float(E["linear"]), 4)                      # the closed form of docs/theory.md §14.4
     0.6375
     """
+    other = {"correction": (correction, None), "residual": (residual, False), "heads": (heads, None),
+             "readout": (readout, "concat"), "kernel": (kernel, "entrywise"), "temperature": (temperature, None),
+             "weights": (weights, None), "mu": (mu, None), "structure": (structure, "auto")}
+    for key, (value, default) in other.items():
+        if value is not None and not (isinstance(value, (str, bool)) and value == default):
+            shown = value if isinstance(value, (str, bool, int, float)) else type(value).__name__
+            raise ParameterError(key, shown, f"{default!r} (the default): the test-error theory is of the paper's model "
+                                 "W = I + Σ w_K w_Qᵀ (docs/theory.md §14)",
+                                 hint="simulate(..., error='test') measures the other layers")
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
                               diagonal=diagonal, errors=errors, error="test")
 
 
+@known_keywords
 def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
              seed=0, backend: str = "numpy", device=None, diagonal: str = "f", weights=None, mu=None,
              progress=None, models=MODELS, trace_estimator: bool = False,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ParameterError
+from .validation import known_keywords
 from .validation import _as_float_array, check_dps, check_int, check_nonnegative, check_positive
 
 __all__ = [
@@ -138,6 +139,7 @@ class Geometry:
     [2.0, 2.0, 2.0]
     """
 
+    @known_keywords
     def __init__(self, snr: float = 0.0, wk2: float = 0.0, wq2: float = 0.0,
                  mu_wk: float = 0.0, mu_wq: float = 0.0, wk_wq: float = 0.0):
         vals = {"snr": snr, "wk2": wk2, "wq2": wq2, "mu_wk": mu_wk, "mu_wq": mu_wq, "wk_wq": wk_wq}
@@ -453,6 +455,7 @@ def check_mu(mu, p: int) -> np.ndarray:
     return mu
 
 
+@known_keywords
 def signal_strength(geometry, n: int, c) -> np.ndarray:
     r"""The finite-p signal strength t = (‖μ‖² + Σ_k μᵀw_K^{(k)} μᵀw_Q^{(k)})/√p, p = round(c n).
 
@@ -573,6 +576,7 @@ class KernelConstants:
         return self.s2 + self.a1**2
 
 
+@known_keywords
 def kernel_constants(f, diagonal: str = "f", n: int | None = None, c=None, snr: float = 0.0,
                      dps: int | None = None) -> KernelConstants:
     r"""The constants (a1, s² = ν − a1², d) that the deterministic equivalents need.

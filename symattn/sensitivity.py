@@ -47,6 +47,7 @@ from .activations.activation import activation as _activation
 from .backends import solver
 from .backends.context import context
 from .errors import ParameterError
+from .validation import known_keywords
 from .model import as_geometry, check_c, check_gamma, kernel_constants
 from .systems.explicit import explicit_error
 
@@ -173,6 +174,7 @@ def _c_derivative(ctx, f, cb, gb, geom, diagonal):
         return ctx.convert(dE)
 
 
+@known_keywords
 def sensitivity(f="tanh", c=0.5, gamma=1.0, geometry=None, wrt="snr", backend: str = "numpy",
                 dps: int | None = None, diagonal: str = "f"):
     r"""dE_A/dθ for θ a Gram entry of the geometry or the ridge γ, by implicit differentiation

@@ -24,6 +24,7 @@ from .activations.activation import activation as _activation
 from .backends.context import FloatContext, context
 from .backends import closed_runtime as closed_form, solver
 from .errors import ConvergenceError, FailedPointsWarning, ParameterError, PrecisionWarning
+from .validation import known_keywords
 from .model import MODELS, as_geometry, check_c, check_gamma, kernel_constants
 
 #: accepted values of ``model``: one of :data:`symattn.model.MODELS`, or both
@@ -254,6 +255,7 @@ def _linear_F_values(ctx, c, gamma, snr):
     return ctx.pointwise(lambda ci, gi, si: fn(ctx.sqrt(ci), gi, si)[0], c, gamma, snr + 0 * c)
 
 
+@known_keywords
 def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
           dps: int | None = None, n: int | None = None, diagonal: str = "f",
           correction: str | None = None, errors: str = "raise", method: str | None = None) -> TheoryResult:
@@ -710,6 +712,7 @@ def _finish(ctx, values, shape):
     return ctx.asarray(values).reshape(shape)
 
 
+@known_keywords
 def bulk_trace(f="tanh", c=0.5, gamma=1.0, phi=1, kind: str = "Q", backend: str = "numpy",
                dps: int | None = None, n: int | None = None, diagonal: str = "f"):
     r"""Proposition 1: deterministic equivalents of normalised traces of the bulk resolvent.

@@ -2,12 +2,48 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from numbers import Integral, Real
 
 import numpy as np
 
-from .errors import ParameterError
+from .errors import KeywordError, ParameterError
+
+
+def known_keywords(func):
+    """Decorate a front function so that an unknown keyword raises :class:`~symattn.errors.KeywordError`
+    (did-you-mean, the function's keywords) instead of Python's bare TypeError. The signature is kept.
+
+    Examples
+    --------
+    >>> @known_keywords
+    ... def f(c=0.5, gamma=1.0):
+    ...     return c * gamma
+    >>> f(gamma=2.0)
+    1.0
+    >>> try:
+    ...     f(gama=2.0)
+    ... except KeywordError as e:
+    ...     print(e.suggestions)
+    ['gamma']
+    """
+    params = inspect.signature(func).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return func
+    names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self")
+    accepted = frozenset(names) | {"self"}
+    label = func.__qualname__.replace(".__init__", "")
+
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        for key in kwargs:
+            if key not in accepted:
+                raise KeywordError(label, key, kwargs[key], names)
+        return func(*args, **kwargs)
+
+    return checked
 
 
 def _not_a_number(value) -> bool:

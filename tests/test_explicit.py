@@ -218,5 +218,44 @@ def test_latex_prints_the_steps_as_aligned_equations():
     lines = tex.splitlines()
     assert lines[0] == r"\begin{aligned}" and lines[-1] == r"\end{aligned}"
     assert len(lines) == len(ex.needed()) + 2
-    assert lines[1] == r"\Lambda_{00} &= G_{00} + G_{01} G_{02} \\"
-    assert sp.latex(ex.E_A) + " &= " in tex
+    assert lines[1] == r"\Lambda_{00} &= \|\mu\|^{2} + (\mu^{\top} w_K) (\mu^{\top} w_Q) \\"
+    assert "E_A &= " in tex
+
+
+def test_latex_uses_one_naming_scheme():
+    """Issue 35: the LaTeX mixed `Gqq_{00}`, `dot_{invY 02}` and `\\dot{T}`, and wrote the Gram entries as
+    `G_{01}`. One scheme, the paper's: ‖μ‖², μᵀw_K, Γ^{qq}_{00}, (M^Y)^{-1}_{02}, Ṫ; nothing in snake case."""
+    import re
+
+    for rank in (1, 2):
+        ex = sa.explicit_error(rank)
+        ex.diff(ex.E_A, ex.mu_wk)
+        tex = ex.latex() + ex.latex(cse=True) + ex.latex(list(dict(ex.steps))[-1])
+        assert not re.search(r"G_\{\d", tex) and "Gqq" not in tex and "dot_" not in tex and "inv" not in tex
+        assert not re.search(r"[A-Za-z]{2,}_\{", tex.replace("\\Lambda_{", "").replace("\\Gamma", ""))
+        assert r"\|\mu\|^{2}" in tex and r"(\mu^{\top} w_K" in tex and r"\Gamma^{qq}_{00}" in tex
+        assert r"\dot{\Gamma^{qq}_{00}}" in tex and r"\frac{\partial E_A}{\partial" in tex
+
+
+def test_expression_says_what_it_costs_before_building_it():
+    """Issue 35: ex.expression(ex.E_A) took 166 s and returned millions of operations without a word. size()
+    tells the count beforehand (equal to count_ops of the built expression where that is cheap), and
+    expression() warns above EXPRESSION_WARN, naming the compact forms, before it builds anything."""
+    import warnings
+
+    from symattn.errors import ExpressionSizeWarning
+    from symattn.systems.explicit import EXPRESSION_WARN
+
+    ex = sa.explicit_error(1)
+    for s, _ in ex.steps[:40]:   # an upper bound: SymPy merges repeated factors (Λ·Λ = Λ²) as it builds
+        built = sp.count_ops(ex.expression(s))
+        assert built <= ex.size(s), (s, built, ex.size(s))
+    assert ex.size(ex.steps[0][0]) == sp.count_ops(ex.expression(ex.steps[0][0]))
+    assert ex.size(ex.E_A) > 100 * EXPRESSION_WARN
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExpressionSizeWarning)   # raised before the expression is built
+        with pytest.raises(ExpressionSizeWarning, match="program\\(\\)"):
+            ex.expression(ex.E_A)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExpressionSizeWarning)
+        ex.expression(ex.steps[0][0])                             # small: no warning

@@ -228,3 +228,76 @@ def test_gamma_zero_at_c_one_is_refused_when_asked():
     with pytest.raises(sa.ParameterError, match="invalid c="):
         sa.limits("tanh", c=1.0, which="gamma->0")
     assert "gamma->0" not in sa.limits("tanh", c=1.0, which=None).attention
+
+
+# ----------------------------------------------------------------------------- the limits' own points (issue 35)
+def test_limits_succeed_where_their_own_smallest_points_fail():
+    """Issue 35: this call raised ConvergenceError at an internal γ = 8.6e-9 (the √γ extrapolation's smallest
+    point). The points move up; the value is the √γ coefficient of the full theory, checked here at a γ the
+    solver handles: E/√γ at γ = 8.6e-8 and 8.6e-7 (O(γ) apart) against k."""
+    import warnings
+
+    f, geo = "x*exp(-0.35*x**2)", sa.Geometry(snr=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lim = sa.limits(f, c=2, gamma=1, geometry=geo, which=("gamma->0",))
+    assert not [w for w in caught if issubclass(w.category, sa.AccuracyWarning)]
+    term = lim.attention["gamma->0"]
+    assert term.form.has(sp.sqrt(gamma))
+    t0 = 1e-4 * (1 - 1 / np.sqrt(2)) ** 2
+    r1, r2 = (_E(f, 2.0, t, geometry=geo) / np.sqrt(t) for t in (t0 * 1e-2, t0 * 1e-1))
+    # E/√γ = k + k1 γ + …: the Richardson step of the two points, and the points themselves within O(γ)
+    assert abs(float(term.value) - (10 * r1 - r2) / 9) <= 1e-7 and abs(float(term.value) - r1) <= 1e-5
+
+
+def test_limits_warn_nothing_at_their_own_points():
+    """Issue 35: every sa.limits call raised about six AccuracyWarnings about c = 1e-6, γ = 8.6e-9 … ."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sa.limits("tanh", c=2.0, gamma=0.5, geometry=ALIGNED)
+        sa.limits("relu", c=0.5, gamma=0.5, geometry=sa.Geometry(snr=2.0))
+    assert not [str(w.message) for w in caught if issubclass(w.category, sa.AccuracyWarning)]
+    # the user's own points still carry the assessment
+    with pytest.warns(sa.AccuracyWarning):
+        sa.memorization_error("tanh", 30.0, 0.5)
+
+
+def test_a_limit_that_fails_names_the_users_inputs_not_its_own_points(monkeypatch):
+    """When every rung of the ladder fails, the ConvergenceError names the call (activation, c, γ, geometry)
+    and the limit, and no internal γ."""
+    from symattn import layer
+    from symattn.errors import ConvergenceError
+
+    real = layer.memorization_error
+
+    def failing(f, c, gamma, **kw):
+        if np.all(np.asarray(gamma, dtype=float) < 1e-2):
+            raise ConvergenceError("no convergence of the bulk fixed point", point={"c": c, "gamma": 1.234567e-9})
+        return real(f, c, gamma, **kw)
+
+    monkeypatch.setattr(layer, "memorization_error", failing)
+    with pytest.raises(ConvergenceError) as info:
+        sa.limits("tanh", c=2.0, gamma=0.75, geometry=ALIGNED, which=("gamma->0",))
+    text = str(info.value)
+    assert "sa.limits('tanh', c=2, gamma=0.75" in text and "'gamma->0'" in text and "1.23" not in text
+    assert info.value.point == {"c": 2.0, "gamma": 0.75, "limit": "gamma->0"}
+
+
+def test_linear_activation_closed_form_is_public():
+    """Issue 35: f(t) = t has a closed form (docs/theory.md §7.1); limits.linear_activation returns it. At μ = 0 it
+    is γ²∫dμ_S/(γ + cλ³)² (scipy quad on the Marchenko–Pastur density, outside symattn), and with a signal it
+    equals the full theory of the linear activation (the Woodbury system) to 1e-10."""
+    from scipy.integrate import quad
+
+    lin = sa.limits.linear_activation   # sa.limits is the callable module: its closed forms are public
+    for cv, g in [(0.5, 0.1), (2.0, 1.0), (1.0, 0.01)]:
+        a, b = (1 - 1 / np.sqrt(cv)) ** 2, (1 + 1 / np.sqrt(cv)) ** 2
+        dens = lambda t: cv * np.sqrt(max((b - t) * (t - a), 0.0)) / (2 * np.pi * t)   # noqa: E731
+        ref, _ = quad(lambda t: dens(t) / (g + cv * t**3) ** 2, a, b, epsabs=0, epsrel=1e-12, limit=400)
+        ref = g**2 * (ref + max(1 - cv, 0.0) / g**2)
+        assert abs(float(lin(cv, g)["E"]) - ref) <= 1e-8 * ref, (cv, g)
+        for m2 in (1.0, 4.0):
+            E = _E("linear", cv, g, geometry=sa.Geometry(snr=m2))
+            assert abs(float(lin(cv, g, snr=m2)["E"]) - E) <= 1e-10 * E, (cv, g, m2)

@@ -246,3 +246,27 @@ def test_variant_builders_take_an_activation_and_the_diagonal():
     with pytest.raises(sa.ParameterError, match="diagonal"):
         sa.attention_system(f="he3")                                        # superlinear: d = oo
     assert sa.attention_system(f="he3", diagonal="zero").constants[S.s2] == 6
+
+
+@pytest.mark.parametrize("f", ["x*exp(-0.35*x**2)", "relu", "gelu", "sin"])
+@pytest.mark.parametrize("form", ["integral", "closed"])
+def test_latex_lists_named_constants_once_and_the_density_once(f, form):
+    """Issue 35: the LaTeX printed s² as (−8/27 + √2/4) at every occurrence and wrote the Marchenko–Pastur
+    density out in every integral. The constants keep their names, their values listed once on the first
+    line; ρ_c is written out once, on the last."""
+    from symattn.systems import activation_constants
+    from symattn.systems.symbols import KERNEL
+
+    system = sa.attention_system(1, form=form, f=f)
+    tex = system.latex()
+    lines = tex.splitlines()
+    values = activation_constants(f)
+    assert "constants" in lines[1]
+    for sym in KERNEL:
+        value = sp.latex(values[sym])
+        assert f"{sp.latex(sym)} = {value}" in lines[1]
+        if not values[sym].is_Rational:   # ½ occurs anyway; a value like −1000/4913 + 5√15/72 only once
+            assert tex.count(value) == 1, (sym, value)
+    assert "\\sqrt{(\\lambda_+ - \\lambda)(\\lambda - \\lambda_-)}" in tex   # (the closed form: its edges λ±)
+    assert tex.count("\\sqrt{(\\lambda_+") == 1 and "\\left(1 - \\frac{1}{\\sqrt{c}}\\right)^{2}" not in tex
+    assert "G_{" not in tex

@@ -36,6 +36,7 @@ import sympy as sp
 from mpmath import mp
 
 from ..errors import ActivationError, ParameterError, QuadratureWarning
+from ..validation import known_keywords
 from ..timeouts import EXACT_COEFFICIENTS_SECONDS
 from ..validation import check_dps, check_int
 from .analysis import find_kinks, pieces, special_points
@@ -602,6 +603,7 @@ def _rebuild_callable(func, kinks, name):
 _INSTANCES: dict = {}
 
 
+@known_keywords
 def activation(spec, *, kinks=None) -> Activation:
     r"""Build (or return) an :class:`Activation` f, with a0 = E f(ξ) and f_c = f − a0 (docs/theory.md §1.2).
 

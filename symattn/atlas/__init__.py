@@ -24,7 +24,7 @@ c, n, γ), with the top-level keys as the defaults of every block:
 
 Each block is one sweep store ``DIR/<name>`` (resumable and extensible like any sweep). :func:`cells`
 turns the stores into the atlas table (:data:`symattn.accuracy.COLUMNS`), one row per cell (point × γ):
-the theory, the Monte Carlo mean and its standard error, the relative gap (theory − MC)/MC, the z-score,
+the theory, the Monte Carlo mean and its standard error, the relative gap (MC − theory)/theory (:data:`symattn.accuracy.GAP`), the z-score (MC − theory)/se,
 whether the cell is within max(3 se, 3 %), the engine, the features :func:`symattn.accuracy.assess`
 measures distances in, and ``call`` (JSON: the layer's :meth:`~symattn.Layer.to_dict`, c, n and the signal),
 from which ``symattn verify --atlas`` recomputes the theory. The n-law is read from the rows that differ only in ``n`` (or ``tile``).
@@ -203,7 +203,7 @@ def refresh_table(table=None, out=None, *, workers=None, progress=None) -> dict:
     """Recompute the theory of every cell of an atlas *table* with the current code, keeping its Monte Carlo.
 
     The table is enough: each row's ``call`` replays the theory (:func:`symattn.verification.atlas.theory_of_call`),
-    and its ``mc``, ``se`` and ``draws`` are kept, so the gap (theory − MC)/MC, the z-score and the tolerance
+    and its ``mc``, ``se`` and ``draws`` are kept, so the gap (MC − theory)/theory, the z-score and the tolerance
     max(3 se, 3 %) are measured again for the new theory (use it when the finished sweep stores are not at
     hand; :func:`refresh_theory` does the same on the stores). A cell whose new theory fails is left out and
     counted in ``failed``.
@@ -276,7 +276,7 @@ def refresh_table(table=None, out=None, *, workers=None, progress=None) -> dict:
                 b["moved"] += rel > 1e-8
                 b["largest"] = max(b["largest"], rel)
                 mc, se = r["mc"], r["se"]
-                r.update(theory=e, gap=(e - mc) / mc, z=(e - mc) / se if se > 0 else 0.0,
+                r.update(theory=e, gap=(mc - e) / e, z=(mc - e) / se if se > 0 else 0.0,
                          within=within_tolerance(e, mc, se))
             b["cells"] += 1
             b["within_after"] += bool(r["within"])
@@ -335,7 +335,7 @@ def cells(store, names=None) -> list:
                     "mu": pt["mu"] if layer.p is not None else ("zero" if feats["snr"] == 0 else "geometry"),
                     "snr": feats["snr"], "align": feats["align"], "log_reff": feats["log_reff"],
                     "theory": float(th[j]), "mc": float(mc[j]), "se": float(se[j]), "draws": draws,
-                    "gap": float((th[j] - mc[j]) / mc[j]), "z": float((th[j] - mc[j]) / se[j]) if se[j] > 0 else 0.0,
+                    "gap": float((mc[j] - th[j]) / th[j]), "z": float((mc[j] - th[j]) / se[j]) if se[j] > 0 else 0.0,
                     "within": within_tolerance(th[j], mc[j], se[j]), "call": call})
     return rows
 

@@ -1,7 +1,8 @@
-r"""Heat maps of the accuracy atlas: the gap (theory − MC)/MC over c × γ, one panel per layer family and signal.
+r"""Heat maps of the accuracy atlas: the gap (MC − theory)/theory over c × γ, one panel per layer family and signal.
 
 Each figure is one block of the atlas; its panels are (activation, μ); the colour of a cell is the
-relative gap (theory − MC)/MC on a symmetric scale (blue: the theory is low, red: high), a cross marks a
+relative gap (MC − theory)/theory on a symmetric scale (blue: Monte Carlo above the theory, i.e. the theory
+is low; red: the theory is high), a cross marks a
 cell outside max(3 se, 3 %), and an empty cell was not measured (or its theory failed). Several layers of
 a block at the same (c, γ) are shown by their worst |gap|.
 """
@@ -70,7 +71,7 @@ def atlas_figures(source, out) -> list:
                 if not np.isfinite(grid[i, j]) or abs(r["gap"]) > abs(grid[i, j]):
                     grid[i, j] = r["gap"]
                 bad[i, j] |= not r["within"]
-            image = ax.imshow(grid, origin="lower", cmap="RdBu_r", norm=norm, aspect="auto")
+            image = ax.imshow(grid, origin="lower", cmap="RdBu", norm=norm, aspect="auto")
             for i, j in zip(*np.nonzero(bad)):
                 ax.plot(j, i, marker="x", color="k", markersize=7, mew=1.5)
             ax.set_xticks(range(len(cs)), [f"{c:g}" for c in cs], fontsize=7)
@@ -82,8 +83,8 @@ def atlas_figures(source, out) -> list:
             ax.axis("off")
         layers = sorted({r["layer"] for r in rs})
         shown = ", ".join(layers[:4]) + (f" (+{len(layers) - 4} more)" if len(layers) > 4 else "")
-        fig.suptitle(f"atlas block '{block}': (theory − MC)/MC, × = outside max(3 se, 3 %)\n{shown}", fontsize=9)
-        fig.colorbar(image, ax=axes, shrink=0.8, label="(theory − MC)/MC")
+        fig.suptitle(f"atlas block '{block}': (MC − theory)/theory, × = outside max(3 se, 3 %)\n{shown}", fontsize=9)
+        fig.colorbar(image, ax=axes, shrink=0.8, label="(MC − theory)/theory")
         path = out / f"atlas_{block}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)

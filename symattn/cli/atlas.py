@@ -11,7 +11,7 @@ DESCRIPTION = """
     concatenation and an n-law by tiling W (x) I_T, needing the [real] extra; and the paper's
     model). Each block is a sweep spec (symattn sweep) stored in DIR/<block>: resumable and
     extensible. Then writes the atlas table DIR/atlas.csv, one row per cell (point x gamma): the
-    theory, the Monte Carlo mean and standard error, the gap (theory - MC)/MC, the z-score, whether
+    theory, the Monte Carlo mean and standard error, the gap (MC - theory)/theory, the z-score, whether
     |theory - MC| <= max(3 se, 3 %), the engine, n, and the layer; and DIR/summary.json.
 
     --quick runs the small shipped atlas (the paper's model and the residual layer at small n;

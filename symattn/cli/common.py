@@ -12,6 +12,7 @@ Module-level imports stay light: every command module is imported whenever the p
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import re
 import textwrap
@@ -99,6 +100,26 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse API
         message = " ".join(str(message).split())  # one line
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, but an unknown flag is named first, with the nearest known one (difflib): argparse
+        itself reports a missing required flag before it (``--gama 0.1`` said "required: --gamma")."""
+        commands = any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+        if args is not None and not self._defaults.get("_accepts_extra_args"):
+            for token in args:
+                if token == "--" or (commands and not str(token).startswith("-")):
+                    break   # a command's own flags are its parser's
+                name = str(token).split("=", 1)[0]
+                if not name.startswith("-") or name == "-" or self._negative_number_matcher.match(name):
+                    continue
+                known = list(self._option_string_actions)
+                if name in known or (name.startswith("--") and self.allow_abbrev and
+                                     any(o.startswith(name) for o in known)) or \
+                        (not name.startswith("--") and name[:2] in known):
+                    continue
+                near = difflib.get_close_matches(name, [o for o in known if o.startswith("--")], n=1, cutoff=0.6)
+                self.error(f"unknown flag {name}" + (f": did you mean {near[0]}?" if near else ""))
+        return super().parse_known_args(args, namespace)
 
 
 #: the largest seed accepted (numpy and torch both take any seed below 2**63)

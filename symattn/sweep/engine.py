@@ -28,6 +28,7 @@ import numpy as np
 
 from ..cluster import dask_client
 from ..errors import ParameterError
+from ..validation import known_keywords
 from .spec import SweepSpec, load_spec
 from .store import (THEORY, Writer, check_layers, check_store, create_store, done_mask, extend_store, old_index,
                     open_store)
@@ -214,6 +215,7 @@ def _dask(client, tasks, writer, bar, key_prefix):
     return nworkers
 
 
+@known_keywords
 def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=None) -> dict:
     r"""Run (or resume) a sweep: every missing task (point, draw) of ``spec``, stored in ``store`` as it finishes.
 
@@ -323,6 +325,7 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
             "seconds": time.perf_counter() - t0, "agreement": agreement(ds), "provenance": prov}
 
 
+@known_keywords
 def open_sweep(store):
     """The results of a sweep as an :class:`xarray.Dataset` (loaded into memory).
 

@@ -50,12 +50,38 @@ class SymbolicSystem:
         return out
 
     def latex(self) -> str:
-        """The system as LaTeX: one aligned line per definition, equation and output."""
-        lines = [rf"{sp.latex(k)} &= {sp.latex(v)}" for k, v in self.definitions.items()]
-        lines += [rf"{sp.latex(eq.lhs)} &= {sp.latex(eq.rhs)}" for eq in self.equations]
-        if self.output is not None:
-            lines.append(rf"F(\gamma) &= {sp.latex(self.output)}")
+        r"""The system as LaTeX for reading: one aligned line per definition, equation and output.
+
+        One naming scheme, the paper's (docs/theory.md §1, §6): the Gram entries are ‖μ‖², μᵀw_K, w_Kᵀw_Q, …
+        (:func:`symattn.systems.printing.gram_latex_names`), every integral against the Marchenko–Pastur law
+        is ∫ g ρ_c(λ) dλ with ρ_c and its edges λ± written out once, on the last line, and the constants of an activation
+        substituted by :func:`~symattn.systems.constants.substitute_constants` stay named (a_1, s², d), their
+        values listed once on the first line.
+
+        Examples
+        --------
+        >>> from symattn.systems import bulk_system
+        >>> text = bulk_system().latex()
+        >>> text.count(r"\rho_c(\lambda) &=") == 1 and text.count("\\sqrt{(\\lambda_+") == 1
+        True
+        """
+        from .printing import ReadableLatexPrinter, mp_density_latex
+
+        source = getattr(self, "symbolic", None) or self
+        gram = getattr(source, "gram", None)
+        printer = ReadableLatexPrinter(rank=(gram.shape[0] - 1) // 2 if gram is not None else 1)
+        show = printer.doprint
+        lines = []
+        constants = getattr(self, "constants", None)
+        if constants:
+            lines.append(r"&\text{constants: } " + r",\ ".join(f"{show(k)} = {show(v)}" for k, v in constants.items()))
+        lines += [rf"{show(k)} &= {show(v)}" for k, v in source.definitions.items()]
+        lines += [rf"{show(eq.lhs)} &= {show(eq.rhs)}" for eq in source.equations]
+        if source.output is not None:
+            lines.append(rf"F(\gamma) &= {show(source.output)}")
             lines.append(r"E(\gamma) &= -\gamma^2 F'(\gamma)")
+        if any(r"\rho_c(\lambda)" in line or r"\lambda_+" in line or r"\lambda_-" in line for line in lines):
+            lines.append(mp_density_latex())
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
     def pretty(self) -> str:

@@ -78,6 +78,7 @@ def substitute_constants(system, f=None, diagonal: str = "f", dps: int = 30):
     values = activation_constants(f, diagonal=diagonal, dps=dps)
     out = _system_subs(system, values)
     out.constants = values
+    out.symbolic = system   # the same system with the constants as symbols: what latex() prints
     out.notes = f"activation {_activation(f).name}: a_1, s^2, d substituted" + ("; " + out.notes if out.notes else "")
     return out
 

@@ -36,12 +36,15 @@ from functools import lru_cache
 import sympy as sp
 from sympy.codegen.ast import Assignment, CodeBlock
 
+from ..validation import known_keywords
 from .attention import TRACE_SYMBOLS, TRACES
-from .printing import KernelPrinter, MPKernelPrinter, identifier
+from .printing import KernelPrinter, MPKernelPrinter, ReadableLatexPrinter, identifier
 from .symbols import a1, c, gamma, gram_symbols, rc
 
 #: the backends of :meth:`ExplicitError.compile`
 BACKENDS = ("numpy", "mpmath")
+#: :meth:`ExplicitError.expression` warns above this many operations (its :meth:`~ExplicitError.size`)
+EXPRESSION_WARN = 10**5
 
 #: the γ-derivatives Ṫ_j of the nine traces, in the order of TRACE_SYMBOLS
 TRACE_DOT_SYMBOLS = tuple(sp.Symbol(r"\dot{" + str(T) + "}", real=True) for T in TRACE_SYMBOLS)
@@ -133,8 +136,55 @@ class ExplicitError:
         cache[(target, x)] = out
         return out
 
+    def size(self, target) -> int:
+        """The number of operations (SymPy's ``count_ops``) of :meth:`expression` (``target``) without building
+        it: each step costs its own operations plus, per occurrence, those of the steps it uses (an upper
+        bound: SymPy merges repeated factors, Λ·Λ = Λ², as it builds).
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> lam00 = ex.steps[0][0]
+        >>> ex.size(lam00) == sp.count_ops(ex.expression(lam00))
+        True
+        >>> ex.size(ex.E_A) > 10**6                          # E_A written out: millions of operations
+        True
+        """
+        steps = dict(self.steps)
+        sizes = {}
+        for s, e in self.steps:
+            used = [t for t in e.free_symbols if t in sizes]
+            sizes[s] = sp.count_ops(e) + sum(e.count(t) * sizes[t] for t in used)
+        expr = sp.sympify(target)
+        return int(sp.count_ops(expr) + sum(expr.count(t) * sizes[t] for t in expr.free_symbols if t in steps))
+
     def expression(self, target):
-        """``target`` with every step substituted: one expression in the base symbols (large)."""
+        """``target`` with every step substituted: one expression in the base symbols.
+
+        What it costs: the steps share their intermediates, the expression does not, so its size grows with
+        every level of the program. At rank 1, Λ00 is 2 operations, F about 1.3·10⁶ and E_A about 1.6·10⁷
+        (SymPy's ``count_ops``); building E_A took 166 s. :meth:`size` says the size beforehand, and
+        above :data:`EXPRESSION_WARN` operations an :class:`~symattn.errors.ExpressionSizeWarning` names it.
+        The compact forms of the same formula come first: :meth:`program` (the steps with common
+        subexpressions eliminated, a SymPy ``CodeBlock``), :meth:`latex` (``cse=True``), :meth:`compile`
+        (a function of arrays) and :meth:`diff` (derivatives through the steps).
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> ex.expression(ex.steps[0][0])
+        G_{00} + G_{01}*G_{02}
+        """
+        size = self.size(target)
+        if size > EXPRESSION_WARN:
+            import warnings
+
+            from ..errors import ExpressionSizeWarning
+
+            warnings.warn(ExpressionSizeWarning(
+                f"expression({target}) writes out about {size:.2g} operations (minutes to build, and as large to "
+                "print or evaluate); the compact forms: program() (common subexpressions), latex(cse=True), "
+                "compile(), diff()"), stacklevel=2)
         expr = target
         for s, e in reversed(self.steps):
             if expr.has(s):
@@ -301,12 +351,15 @@ class ExplicitError:
     def latex(self, targets=None, cse: bool = False) -> str:
         r"""The steps that ``targets`` need (default E_A) as LaTeX aligned equations, one step a line.
 
+        One naming scheme, the paper's: the Gram entries as ‖μ‖², μᵀw_K, w_Kᵀw_Q, … and the steps as
+        Γ^{qq}_{01}, (M^Y)^{-1}_{02}, Ṫ (:class:`symattn.systems.printing.ReadableLatexPrinter`).
+
         Examples
         --------
         >>> ex = explicit_error(1)
         >>> print(ex.latex(ex.steps[0][0]))
         \begin{aligned}
-        \Lambda_{00} &= G_{00} + G_{01} G_{02}
+        \Lambda_{00} &= \|\mu\|^{2} + (\mu^{\top} w_K) (\mu^{\top} w_Q)
         \end{aligned}
         """
         tgs = self._targets(targets)
@@ -316,7 +369,8 @@ class ExplicitError:
         else:
             pairs = self.needed(tgs) + [(sp.Symbol(f"out_{k}"), t) for k, t in enumerate(tgs) if not (
                 t.is_Symbol and t in dict(self.steps))]
-        lines = [rf"{sp.latex(s)} &= {sp.latex(e)}" for s, e in pairs]
+        show = ReadableLatexPrinter(rank=self.rank).doprint
+        lines = [rf"{show(s)} &= {show(e)}" for s, e in pairs]
         return "\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}"
 
     def evaluate_at(self, result, expr=None):
@@ -540,15 +594,23 @@ class _Program:
 
 
 @lru_cache(maxsize=None)
+@known_keywords
 def explicit_error(rank: int = 1) -> ExplicitError:
     r"""F and E_A for rank-r weights as explicit scalar formulas (docs/theory.md §6.9).
 
     With Γ = Γ_Y ⊕ Γ_V (docs/theory.md §6.5) and the couplings of Ĉ (§6.4),
 
-      R1 = Γ_qq − Γ_qW J_W (I + Γ_WW J_W)^{-1} Γ_Wq,        (W: α(w_K^{(k)}), β(w_Q^{(k)}); J_W = √c a1 [[0, I], [I, 0]])
-      R_V = R1 − R1_{·o} J_o (I + R1_{oo} J_o)^{-1} R1_{o·},  (o: μ, β(ν_K); J_o = (a1/√c) [[0, 1], [1, 0]])
-      K = Ĉ_YY − D R_V D,  D = diag(1, 1, a1),
-      F = [(I + Γ_Y K)^{-1} Γ_Y]_00,          E_A = −γ² Σ_j (∂F/∂T_j) Ṫ_j,
+    .. math::
+
+       R_1 &= \Gamma_{qq} - \Gamma_{qW} J_W (I + \Gamma_{WW} J_W)^{-1} \Gamma_{Wq},
+             \qquad J_W = \sqrt{c}\, a_1 \begin{pmatrix} 0 & I \\ I & 0 \end{pmatrix}
+             \quad (W:\ \alpha(w_K^{(k)}),\ \beta(w_Q^{(k)})), \\
+       R_V &= R_1 - R_{1,\cdot o} J_o (I + R_{1,oo} J_o)^{-1} R_{1,o\cdot},
+             \qquad J_o = \frac{a_1}{\sqrt{c}} \begin{pmatrix} 0 & 1 \\ 1 & 0 \end{pmatrix}
+             \quad (o:\ \mu,\ \beta(\nu_K)), \\
+       K &= \hat C_{YY} - D R_V D, \qquad D = \mathrm{diag}(1, 1, a_1), \\
+       F &= \big[(I + \Gamma_Y K)^{-1} \Gamma_Y\big]_{00}, \qquad
+             E_A = -\gamma^2 \sum_j \frac{\partial F}{\partial T_j} \dot T_j,
 
     on the query vectors q = (u_b0, μ, β(ν_K)), every inverse an adjugate over a determinant.
 
