@@ -34,7 +34,8 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
       without ``residual``, go through the summed general-W kernel (:func:`general_sum_error`, numpy
       only), one such head (or H identical ones) with ``'concat'`` through the general-W theory itself;
       the concatenation of distinct heads (any form) through the block pencil of
-      :func:`general_concat_error` (numpy; μ by Woodbury, Gaussian-equivalent value; §13.2).
+      :func:`general_concat_error` (numpy; μ by Woodbury, Gaussian-equivalent value; low-rank heads such as
+      MiniLM's with each head's Hermite blocks, :func:`concat_structure`; §13.2).
     - ``kernel='softmax'``, ``temperature=τ`` (default 1), ``diagonal='zero'`` and ``n`` (γ is the
       ridge of the softmax layer itself): E_A(γ(n − 1)²/p; ĝ_τ) (§13.3), in the regime of
       :func:`symattn.backends.variants.softmax_regime` only.
@@ -231,11 +232,37 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None, residu
     if cs is not None and np.any(np.asarray(cs, dtype=float) != c):
         raise ParameterError("c", list(np.unique(cs)), "a single c for general heads")
     f = _activation(f)
+    heads = [np.asarray(W, dtype=float) for W in heads]
+    if len(heads) > 1 and (mu is None or not np.any(mu)) and diagonal == "f" and concat_structure(heads) == "blocks":
+        return _summed_block_error(f, c, gamma, heads, residual)
     ms = [gw.general_w_model(f, c, W, mu, diagonal=diagonal) for W in heads]
     m = ms[0] if len(heads) == 1 else _summed_model(gw, f, c, heads, ms, mu, diagonal)
     if residual:  # I + Σ_h K_h: the identity lands on the kernel's diagonal
         m = dataclasses.replace(m, kappa=np.asarray(m.kappa, dtype=float) + 1.0)
     return gw.model_error(m, gamma)["E"]
+
+
+def _summed_block_error(f, c, gamma, heads, residual: bool = False, blocks=None, tokens=None, pairs=None):
+    r"""E of Σ_h K_h for low-rank heads at μ = 0 with each head's Hermite blocks (docs/theory.md §13.2): one kernel
+    with linear part (1/c)YᵀW̃Y, W̃ = Σ_h b1_h W_h/b1_1, every head's blocks with their token scales in the one
+    pencil (Σ_xx(i) −= Σ_b ρv_{b,i}² φ_b ĝ_{b,wu}, Σ_uw(i) −= Σ_b ρu_{b,i}² φ_b ĝ_{b,xx}), the remainders summed with
+    the cross-head covariances of :class:`_ConcatModel` (σ² = Σ_hk R_hk, σ²τ = Σ_hk T_hk) and the diagonal
+    Σ_h κ_h of each sampled token; solved by :func:`~symattn.backends.general_w.hermite.block_model_error`."""
+    import dataclasses
+
+    from .backends import general_w as gw
+    from .backends.general_w.hermite import block_model_error
+
+    cm = _ConcatModel(f, c, heads, "f", structure="blocks", blocks=blocks, tokens=tokens, pairs=pairs)
+    cb = cm.blocks
+    a1 = float(cm.a[0])
+    Wt = sum(a * W for a, W in zip(cm.a, heads)) / a1
+    s2, s2tau = float(np.sum(cm.Rs)), float(np.sum(cm.Ts))
+    m0 = gw.general_w_model(f, c, Wt, None)
+    m = dataclasses.replace(m0, a1=a1, sigma2=max(s2, 0.0), tau=min(max(s2tau / s2, -1.0), 1.0) if s2 > 1e-300 else 0.0)
+    kappa = np.sum(cm.kappa, axis=1) + (1.0 if residual else 0.0)
+    blk = [] if cb is None else [(m2, ru, rv) for _, m2, ru, rv in cb.blocks]
+    return block_model_error(m, gamma, blk, {"kappa": kappa, "w": cm.kw})
 
 
 def _summed_model(gw, f, c, heads, ms, mu, diagonal):

@@ -122,3 +122,17 @@ def test_low_rank_heads_blocks_against_exact_monte_carlo():
                      trace_estimator=True)
     mean, se = np.asarray(mc.E["attention"]), np.asarray(mc.se["attention"])
     assert np.all(np.abs(E - mean) <= np.maximum(4 * se, 0.03 * mean))
+
+
+def test_summed_blocks_of_one_head_are_the_single_head_block_theory(monkeypatch):
+    from symattn.backends.general_w import hermite_block_error
+
+    f = sa.activation("gelu")
+    W = _low_rank_heads(1, 40, 4, 6)[0]
+    E = va._summed_block_error(f, 0.5, G3, [W], tokens=300, pairs=20000)
+    ref = hermite_block_error(f, 0.5, G3, W, signal="linear", tokens=300, pairs=20000)["E"]
+    np.testing.assert_allclose(E, ref, rtol=1e-7)
+    heads = _low_rank_heads(2, 40, 4, 7)     # the sum readout of low-rank heads at μ = 0 takes this route
+    monkeypatch.setattr(va, "_summed_block_error", lambda *a, **k: "blocks")
+    assert va.general_sum_error(f, 0.5, G3, heads) == "blocks"
+    assert isinstance(va.general_sum_error(f, 0.5, G3, heads, mu=np.ones(40) / np.sqrt(40)), np.ndarray)  # μ ≠ 0

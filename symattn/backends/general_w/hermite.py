@@ -489,3 +489,25 @@ def token_scales(k, Z):
             fn = _scale3 if name == "33" else _scale2
             out[name] = (fn(zu, s2), fn(zv, s2))
     return out
+
+
+def block_model_error(m, gamma, blocks, nodes) -> np.ndarray:
+    r"""E_A(γ) = −γ²F'(γ) of a kernel model ``m`` (a :class:`~.pencil.GeneralWModel`, its a1, σ², τ those of the
+    remainder) with the given blocks [(squared weights, ρu², ρv²), …] and token nodes {'kappa', 'w'}: the solver of
+    :func:`hermite_block_error` (physical checks and γ-continuation included) for a model built elsewhere, e.g.
+    the sum of several heads, whose blocks are the union of the heads' blocks (docs/theory.md §13.2).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> from .pencil import general_w_model
+    >>> W = np.diag([1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]) * 2.0
+    >>> m = general_w_model(activation("tanh"), 0.5, W)
+    >>> E = block_model_error(m, [1.0], [(np.full(4, 0.01), np.ones(3), np.ones(3))],
+    ...                       {"kappa": np.zeros(3), "w": np.full(3, 1 / 3)})
+    >>> bool(0 < E[0] < 1)
+    True
+    """
+    gam = np.atleast_1d(np.asarray(gamma, dtype=float))
+    out = _physical_implicit(m, gam, list(blocks), nodes, low_rank_traces(m.W))
+    return np.array([-g * g * dF for g, (_, dF) in zip(gam, out)])
