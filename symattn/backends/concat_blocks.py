@@ -148,7 +148,7 @@ def add_blocks(L, cb, ex, n: int, p: int, c: float):
     >>> cb = ConcatBlocks(np.ones(1), np.ones(1), np.zeros(1), [(0, np.array([4.0]), np.ones(2), 2 * np.ones(2))],
     ...                   np.zeros((2, 1)), np.full(2, 0.5))
     >>> L = np.zeros((2, 3, 3)); add_blocks(L, cb, np.array([1.0, 0.0]), 10, 10, 1.0)
-    >>> L[0, 0, 0], L[0, 1, 2]                  # ĝ_wu = 0: φ = Σm² = 4; ρv² φ ĝ_wu = 0, ρu² φ ĝ_xx = 4
+    >>> float(L[0, 0, 0]), float(L[0, 1, 2])    # ĝ_wu = 0: φ = Σm² = 4; ρv² φ ĝ_wu = 0, ρu² φ ĝ_xx = 4
     (0.0, 4.0)
     """
     H = (L.shape[-1] - 1) // 2
