@@ -305,7 +305,8 @@ class _ConcatModel:
 
     Fields: H, p, n, c; ``Ws`` (H, p, p); ``GT`` (H, H, p, p) with GT[j, k] = W_jᵀW_k; ``a`` (a1' per head);
     ``Rs``, ``Ts`` (H×H): σ_hσ_h'R_hh' and σ_hσ_h'T_hh' (diagonals σ_h² and σ_h²τ_h); the diagonal latent as
-    nodes ``kappa`` (M, H) with weights ``kw`` (M,).
+    nodes ``kappa`` (M, H) with weights ``kw`` (M,); ``blocks`` the heads' Hermite blocks
+    (:class:`~symattn.backends.concat_blocks.ConcatBlocks`, ``structure='blocks'``) or None (free noise).
     """
 
     def __init__(self, f, c, heads, diagonal, mu=None, structure: str = "free", blocks=None, tokens=None,
@@ -372,7 +373,6 @@ class _ConcatModel:
         self.kappa = fq / np.sqrt(p) + base[None, :]
         self.kw = np.concatenate(ws)
 
-
     def _use_blocks(self, f, heads, diagonal, blocks, tokens, pairs):
         """Replace the free noise by the per-head blocks (:mod:`symattn.backends.concat_blocks`): the slopes b1_h,
         the remainders (cross-head correlation coefficients those of the free model) and the joint token latent."""
@@ -389,7 +389,6 @@ class _ConcatModel:
         self.a = cb.b1
         self.kappa, self.kw = cb.kappa, cb.kw
         self.blocks = cb if cb.blocks else None
-        self.state_size = (2 * self.H + 1) ** 2 + (0 if self.blocks is None else 2 * len(cb.blocks))
 
 
 def _state0(m, z):
@@ -421,7 +420,9 @@ def _concat_map(m, g, z, parts: bool = False):
     r"""One evaluation of the block pencil's Dyson map g ↦ E_κ[(L0(κ) − Σ_nn(g))^{-1}] (docs/theory.md §13.2).
 
     g is the (2H+1)×(2H+1) matrix of n-traces, ordered (x, u_1..u_H, w_1..w_H); holomorphic in g and z (complex
-    steps). The p-space part is the 2p×2p matrix 𝔅 of (t, s), s = Σ_k (a_k/c) W_kᵀh_k.
+    steps). The p-space part is the 2p×2p matrix 𝔅 of (t, s), s = Σ_k (a_k/c) W_kᵀh_k. With blocks the state is
+    flat: g, then (ĝ_xx, ĝ_wu) per block (:func:`_split`), and each token's pencil carries the blocks'
+    self-energies (:func:`symattn.backends.concat_blocks.add_blocks`).
     """
     g, ex = _split(m, g)
     H, p, c = m.H, m.p, m.c
