@@ -113,15 +113,20 @@ def test_a_non_physical_E_over_gamma_squared_is_an_error(monkeypatch):
 
 @pytest.mark.slow
 def test_low_rank_heads_blocks_against_exact_monte_carlo():
-    """4 random rank-8 heads, p = 200, c = 0.5 (n = 400), tanh, μ = 0: exact Monte Carlo (trace estimator, 8 draws,
-    seed 5) against the block theory, within max(4 se, 3 %) (measured in docs/theory.md §13.2)."""
-    heads = _low_rank_heads(4, 200, 8, 5)
+    """4 random rank-32 heads (as MiniLM's), p = 256, c = 0.5 (n = 512), GELU, μ = 0: exact Monte Carlo (trace
+    estimator, 8 draws, seed 5) against the block theory, within max(4 se, 3 %). Measured (docs/theory.md §13.2):
+    blocks +2.1 / +1.3 / +0.5 %, the free-noise pencil −48 / −23 / −4 % at γ = 0.01 / 0.1 / 1."""
+    heads = _low_rank_heads(4, 256, 32, 5)
     g = np.array([0.01, 0.1, 1.0])
-    E = va.general_concat_error("tanh", 0.5, g, heads)
-    mc = sa.simulate("tanh", c=0.5, gamma=g, n=400, heads=heads, readout="concat", draws=8, seed=5,
-                     trace_estimator=True)
-    mean, se = np.asarray(mc.E["attention"]), np.asarray(mc.se["attention"])
-    assert np.all(np.abs(E - mean) <= np.maximum(4 * se, 0.03 * mean))
+    E = va.general_concat_error("gelu", 0.5, g, heads)
+    free = va.general_concat_error("gelu", 0.5, g, heads, structure="free")
+    mc = sa.simulate("gelu", c=0.5, gamma=g, n=512, heads=heads, readout="concat", draws=8, seed=5,
+                     trace_estimator=True, progress=False)
+    A = np.asarray(mc.attention_trace)
+    mean, se = A.mean(0), A.std(0, ddof=1) / np.sqrt(A.shape[0])
+    tol = np.maximum(4 * se, 0.03 * mean)
+    assert np.all(np.abs(E - mean) <= tol)
+    assert abs(free[0] - mean[0]) > 5 * tol[0]       # the free noise misses here: the check has power
 
 
 def test_summed_blocks_of_one_head_are_the_single_head_block_theory(monkeypatch):
