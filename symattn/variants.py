@@ -19,7 +19,7 @@ from .errors import ConvergenceError, ParameterError
 from .model import (MODELS, as_geometry, check_c, check_diagonal, check_gamma, check_heads, check_variant_flags,
                     kernel_constants)
 
-__all__ = ["variant_error", "general_sum_error", "general_concat_error"]
+__all__ = ["variant_error", "general_sum_error", "general_concat_error", "concat_structure"]
 
 def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
                   dps: int | None = None, n: int | None = None, diagonal: str = "f", residual: bool = False,
@@ -34,7 +34,8 @@ def variant_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "atten
       without ``residual``, go through the summed general-W kernel (:func:`general_sum_error`, numpy
       only), one such head (or H identical ones) with ``'concat'`` through the general-W theory itself;
       the concatenation of distinct heads (any form) through the block pencil of
-      :func:`general_concat_error` (numpy; μ by Woodbury, Gaussian-equivalent value; §13.2).
+      :func:`general_concat_error` (numpy; μ by Woodbury, Gaussian-equivalent value; low-rank heads such as
+      MiniLM's with each head's Hermite blocks, :func:`concat_structure`; §13.2).
     - ``kernel='softmax'``, ``temperature=τ`` (default 1), ``diagonal='zero'`` and ``n`` (γ is the
       ridge of the softmax layer itself): E_A(γ(n − 1)²/p; ĝ_τ) (§13.3), in the regime of
       :func:`symattn.backends.variants.softmax_regime` only.
@@ -231,11 +232,37 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None, residu
     if cs is not None and np.any(np.asarray(cs, dtype=float) != c):
         raise ParameterError("c", list(np.unique(cs)), "a single c for general heads")
     f = _activation(f)
+    heads = [np.asarray(W, dtype=float) for W in heads]
+    if len(heads) > 1 and (mu is None or not np.any(mu)) and diagonal == "f" and concat_structure(heads) == "blocks":
+        return _summed_block_error(f, c, gamma, heads, residual)
     ms = [gw.general_w_model(f, c, W, mu, diagonal=diagonal) for W in heads]
     m = ms[0] if len(heads) == 1 else _summed_model(gw, f, c, heads, ms, mu, diagonal)
     if residual:  # I + Σ_h K_h: the identity lands on the kernel's diagonal
         m = dataclasses.replace(m, kappa=np.asarray(m.kappa, dtype=float) + 1.0)
     return gw.model_error(m, gamma)["E"]
+
+
+def _summed_block_error(f, c, gamma, heads, residual: bool = False, blocks=None, tokens=None, pairs=None):
+    r"""E of Σ_h K_h for low-rank heads at μ = 0 with each head's Hermite blocks (docs/theory.md §13.2): one kernel
+    with linear part (1/c)YᵀW̃Y, W̃ = Σ_h b1_h W_h/b1_1, every head's blocks with their token scales in the one
+    pencil (Σ_xx(i) −= Σ_b ρv_{b,i}² φ_b ĝ_{b,wu}, Σ_uw(i) −= Σ_b ρu_{b,i}² φ_b ĝ_{b,xx}), the remainders summed with
+    the cross-head covariances of :class:`_ConcatModel` (σ² = Σ_hk R_hk, σ²τ = Σ_hk T_hk) and the diagonal
+    Σ_h κ_h of each sampled token; solved by :func:`~symattn.backends.general_w.hermite.block_model_error`."""
+    import dataclasses
+
+    from .backends import general_w as gw
+    from .backends.general_w.hermite import block_model_error
+
+    cm = _ConcatModel(f, c, heads, "f", structure="blocks", blocks=blocks, tokens=tokens, pairs=pairs)
+    cb = cm.blocks
+    a1 = float(cm.a[0])
+    Wt = sum(a * W for a, W in zip(cm.a, heads)) / a1
+    s2, s2tau = float(np.sum(cm.Rs)), float(np.sum(cm.Ts))
+    m0 = gw.general_w_model(f, c, Wt, None)
+    m = dataclasses.replace(m0, a1=a1, sigma2=max(s2, 0.0), tau=min(max(s2tau / s2, -1.0), 1.0) if s2 > 1e-300 else 0.0)
+    kappa = np.sum(cm.kappa, axis=1) + (1.0 if residual else 0.0)
+    blk = [] if cb is None else [(m2, ru, rv) for _, m2, ru, rv in cb.blocks]
+    return block_model_error(m, gamma, blk, {"kappa": kappa, "w": cm.kw})
 
 
 def _summed_model(gw, f, c, heads, ms, mu, diagonal):
@@ -278,10 +305,12 @@ class _ConcatModel:
 
     Fields: H, p, n, c; ``Ws`` (H, p, p); ``GT`` (H, H, p, p) with GT[j, k] = W_jᵀW_k; ``a`` (a1' per head);
     ``Rs``, ``Ts`` (H×H): σ_hσ_h'R_hh' and σ_hσ_h'T_hh' (diagonals σ_h² and σ_h²τ_h); the diagonal latent as
-    nodes ``kappa`` (M, H) with weights ``kw`` (M,).
+    nodes ``kappa`` (M, H) with weights ``kw`` (M,); ``blocks`` the heads' Hermite blocks
+    (:class:`~symattn.backends.concat_blocks.ConcatBlocks`, ``structure='blocks'``) or None (free noise).
     """
 
-    def __init__(self, f, c, heads, diagonal, mu=None):
+    def __init__(self, f, c, heads, diagonal, mu=None, structure: str = "free", blocks=None, tokens=None,
+                 pairs=None):
         from .backends import general_w as gw
         from .gauss import gauss_hermite
 
@@ -308,6 +337,10 @@ class _ConcatModel:
                 Rs[h, k] = Rs[k, h] = (_pair_cov(f, om[h], om[k], r_same, nodes=96) - lin * r_same) / c
                 Ts[h, k] = Ts[k, h] = (_pair_cov(f, om[h], om[k], r_swap, nodes=96) - lin * r_swap) / c
         self.Rs, self.Ts = Rs, Ts
+        self.blocks = None
+        if structure == "blocks":   # each head's Hermite blocks with token scales (docs/theory.md §13.2)
+            self._use_blocks(f, heads, diagonal, blocks, tokens, pairs)
+            return
         # the diagonal latent q_h = x_iᵀW_hx_i/√p, jointly Gaussian over the heads:
         # mean tr W_h/√p, Cov(q_h, q_k) = 2 tr(W_s,h W_s,k)/p; κ_h = f(q_h)/√p − a1_h tr W_h/p
         base = np.array([-m.a1 * float(np.trace(W)) / p for m, W in zip(ms, heads)])
@@ -340,6 +373,41 @@ class _ConcatModel:
         self.kappa = fq / np.sqrt(p) + base[None, :]
         self.kw = np.concatenate(ws)
 
+    def _use_blocks(self, f, heads, diagonal, blocks, tokens, pairs):
+        """Replace the free noise by the per-head blocks (:mod:`symattn.backends.concat_blocks`): the slopes b1_h,
+        the remainders (cross-head correlation coefficients those of the free model) and the joint token latent."""
+        from .backends import concat_blocks as cbm
+
+        cb = cbm.concat_blocks(f, heads, self.mu, cbm.BLOCK_KINDS if blocks is None else blocks, diagonal,
+                               cbm.CONCAT_TOKENS if tokens is None else tokens, pairs=pairs)
+        sd = np.sqrt(np.diag(self.Rs))
+        sd = np.where(sd > 0, sd, 1.0)
+        new = np.sqrt(cb.rest / self.c)
+        self.Rs = self.Rs / np.outer(sd, sd) * np.outer(new, new)
+        self.Ts = self.Ts / np.outer(sd, sd) * np.outer(new, new)
+        np.fill_diagonal(self.Ts, cb.rest_tau * cb.rest / self.c)
+        self.a = cb.b1
+        self.kappa, self.kw = cb.kappa, cb.kw
+        self.blocks = cb if cb.blocks else None
+
+
+def _state0(m, z):
+    """The γ → ∞ start: g = diag(1/z, 1, …, 1), and (ĝ_xx, ĝ_wu) = (1/z, 1) per block (a flat state with blocks)."""
+    N = 2 * m.H + 1
+    g = np.eye(N, dtype=np.result_type(z, float))
+    g[0, 0] = 1.0 / z
+    if m.blocks is None:
+        return g
+    return np.concatenate([g.ravel(), np.tile(np.array([1.0 / z, 1.0]), len(m.blocks.blocks))])
+
+
+def _split(m, state):
+    """(g, block state) of a state: g itself without blocks, the flat (g, ĝ…) with them."""
+    if m.blocks is None:
+        return state, None
+    N = 2 * m.H + 1
+    return state[:N * N].reshape(N, N), state[N * N:]
+
 
 def _lin(v, A):
     """v @ A for a real matrix A and a real or complex vector (or matrix) v, without casting A to complex."""
@@ -352,8 +420,11 @@ def _concat_map(m, g, z, parts: bool = False):
     r"""One evaluation of the block pencil's Dyson map g ↦ E_κ[(L0(κ) − Σ_nn(g))^{-1}] (docs/theory.md §13.2).
 
     g is the (2H+1)×(2H+1) matrix of n-traces, ordered (x, u_1..u_H, w_1..w_H); holomorphic in g and z (complex
-    steps). The p-space part is the 2p×2p matrix 𝔅 of (t, s), s = Σ_k (a_k/c) W_kᵀh_k.
+    steps). The p-space part is the 2p×2p matrix 𝔅 of (t, s), s = Σ_k (a_k/c) W_kᵀh_k. With blocks the state is
+    flat: g, then (ĝ_xx, ĝ_wu) per block (:func:`_split`), and each token's pencil carries the blocks'
+    self-energies (:func:`symattn.backends.concat_blocks.add_blocks`).
     """
+    g, ex = _split(m, g)
     H, p, c = m.H, m.p, m.c
     ac = m.a / c
     iu, iw = slice(1, 1 + H), slice(1 + H, 1 + 2 * H)
@@ -414,10 +485,19 @@ def _concat_map(m, g, z, parts: bool = False):
     L0[:, iu, 0] = -m.kappa
     L0[:, iu, iu] = np.eye(H)
     L0[:, iw, iw] = np.eye(H)
-    gn = np.einsum("m,mij->ij", m.kw, np.linalg.inv(L0 - S[None]))
+    L = L0 - S[None]
+    if ex is not None:
+        from .backends.concat_blocks import add_blocks, block_means
+
+        dtype = np.result_type(dtype, ex)
+        L = L.astype(dtype, copy=False)
+        add_blocks(L, m.blocks, ex, m.n, p, c)
+    Gm = np.linalg.inv(L)
+    gn = np.einsum("m,mij->ij", m.kw, Gm)
+    out = gn if ex is None else np.concatenate([gn.ravel(), block_means(m.blocks, Gm)])
     if parts:
-        return gn, dict(Ev=Ev, chiE=chiE, phit=phit, psit=psit, Gi=Gi, phi=phi, psi=psi)
-    return gn
+        return out, dict(Ev=Ev, chiE=chiE, phit=phit, psit=psit, Gi=Gi, phi=phi, psi=psi, gn=gn)
+    return out
 
 
 def _concat_F(m, g, z):
@@ -427,7 +507,8 @@ def _concat_F(m, g, z):
     (a_h/c)ŷμᵀ, −(a_h/c)ŷμᵀ, −ŷμᵀ at (x, g_h), (u_h, l_h), (w_h, v_h). Their quadratic forms are ŷᵀ𝒢_nnŷ = the
     n-traces, μᵀ𝒢_ppμ exactly (2H + 1 solves with 𝔅) and 0 across n and p. The êêᵀ mean terms decouple (ŷ ⊥ ê).
     """
-    gn, P = _concat_map(m, g, z, parts=True)
+    _, P = _concat_map(m, g, z, parts=True)
+    gn = P["gn"]
     mu = m.mu
     if mu is None:
         return gn[0, 0]
@@ -484,21 +565,21 @@ def _concat_F(m, g, z):
     return gn[0, 0] - left @ np.linalg.solve(cap, right)
 
 
-def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0, depth=None, restart=None):
+def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0, depth=None, restart=None, start=None):
     """The Dyson fixed point g = Φ(g): Anderson-accelerated damped iteration from diag(1/z, 1, …, 1), then, at real
     z, Newton–GMRES (Jacobian-vector products by complex steps) once the relative residual is below
     ``newton_below`` (0: never). A complex z (the spectral density is Im g_xx(−λ − iε)/π) uses the iteration only;
     near the support's edge it converges slowly from this start (continue from a nearby solution instead).
     Runs on :func:`~symattn.backends.fixedpoint.fixed_point`: ``depth`` the Anderson depth (default 5),
     ``restart`` the evaluations without a new best residual before a
-    :class:`~symattn.backends.fixedpoint.StallRestart` (default None: no restarts)."""
+    :class:`~symattn.backends.fixedpoint.StallRestart` (default None: no restarts); ``start`` a warm start (the
+    γ-continuation) instead of the γ → ∞ one."""
     from scipy.sparse.linalg import LinearOperator, gmres
 
     from .backends.fixedpoint import Anderson, Newton, StallRestart, fixed_point
 
-    N = 2 * m.H + 1
-    g = np.eye(N, dtype=np.result_type(z, float))
-    g[0, 0] = 1.0 / z
+    g = _state0(m, z) if start is None else np.array(start)
+    shape = g.shape
     if np.iscomplexobj(z):
         newton_below = 0.0
     eta = 1e-20
@@ -511,12 +592,12 @@ def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0, depth=None, re
         r = (gn - g).ravel()
 
         def mv(v, g=g):
-            return v - np.imag(_concat_map(m, g + 1j * eta * v.reshape(N, N), z)).ravel() / eta
-        A = LinearOperator((N * N, N * N), matvec=mv, dtype=float)
-        step, info = gmres(A, r, rtol=1e-12, atol=0.0, restart=min(N * N, 60), maxiter=20)
+            return v - np.imag(_concat_map(m, g + 1j * eta * v.reshape(shape), z)).ravel() / eta
+        A = LinearOperator((r.size, r.size), matvec=mv, dtype=float)
+        step, info = gmres(A, r, rtol=1e-12, atol=0.0, restart=min(r.size, 60), maxiter=20)
         if not np.all(np.isfinite(step)):
             return None
-        return step.reshape(N, N), gn, aux
+        return step.reshape(shape), gn, aux
 
     # Anderson (depth 5) from diag(1/z, 1, …, 1); Newton–GMRES at each iterate whose residual is below
     # ``newton_below`` (not sticky: a non-finite GMRES step falls back to the Anderson step); a residual that
@@ -530,7 +611,8 @@ def _concat_solve(m, z, tol=1e-13, maxiter=500, newton_below=0.0, depth=None, re
     return out.x, out.iterations, out.residual
 
 
-def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
+def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None, structure: str = "auto", blocks=None,
+                         tokens=None, pairs=None):
     r"""E of the concatenation Φ = [XK_1; …; XK_H] of distinct general heads, by the block pencil (§13.2).
 
     M = Σ_h K_hᵀYᵀYK_h with each K_h the Gaussian-equivalent kernel of docs/theory.md §12,
@@ -551,6 +633,14 @@ def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
     Gaussian-equivalent value: no strong-direction correction); E = −γ²F'(γ) by implicit differentiation
     (complex steps, GMRES). Numpy only.
 
+    With ``structure='blocks'`` (the default for low-rank heads, :func:`concat_structure`) each head's nonlinear
+    part is its structured Hermite blocks with token scales plus a remainder (docs/theory.md §12.8), in place of
+    the free noise: per block b of head h, Σ_xx(i) −= ρv_{b,i}² φ_b ĝ_{b,wu} and Σ_{u_h w_h}(i) −= ρu_{b,i}² φ_b ĝ_{b,xx}
+    (:mod:`symattn.backends.concat_blocks`), the slopes the exact-law b1_h, the diagonal latent the heads' exact
+    q_h on sampled tokens. Every point passes the physical checks of a deterministic equivalent (0 < γF <= 1,
+    (γF)² <= E <= γF, F decreasing and E, γF increasing in γ, E/γ² not increasing, also against one more point
+    at γ/2 below γ = 0.1), with γ-continuation where the cold start fails them, or raises ConvergenceError.
+
     Parameters
     ----------
     f : Activation or spec
@@ -564,11 +654,22 @@ def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
     diagonal : {'f', 'zero'}
     cs : array_like, optional
         The c of every point: must all equal ``c``.
+    structure : {'auto', 'blocks', 'free'}
+        The kernel model of the heads (:func:`concat_structure`).
+    blocks : tuple of {'33', '31', '22'}, optional
+        With 'blocks': the blocks kept (default all); the others join the remainder noise.
+    tokens, pairs : int, optional
+        With 'blocks': the sampled tokens of the latent (default 4000) and the latent pairs of the constants.
 
     Returns
     -------
     numpy.ndarray
         E(γ).
+
+    Raises
+    ------
+    ConvergenceError
+        When a point does not converge or fails a physical check even after γ-continuation.
 
     Examples
     --------
@@ -579,30 +680,72 @@ def general_concat_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None):
     >>> bool(0 < E[0] < 1)
     True
     """
-    from scipy.sparse.linalg import LinearOperator, gmres
-
     if cs is not None and np.any(np.asarray(cs, dtype=float) != c):
         raise ParameterError("c", list(np.unique(cs)), "a single c for general heads")
     if diagonal not in ("f", "zero"):
         raise ParameterError("diagonal", diagonal, "'f' or 'zero'")
     f = _activation(f)
     heads = [np.asarray(W, dtype=float) for W in heads]
-    m = _ConcatModel(f, c, heads, diagonal, mu)
+    structure = concat_structure(heads, structure)
+    m = _ConcatModel(f, c, heads, diagonal, mu, structure=structure, blocks=blocks, tokens=tokens, pairs=pairs)
     gammas = np.atleast_1d(np.asarray(gamma, dtype=float)).reshape(-1)
-    N = 2 * m.H + 1
-    eta = 1e-20
-    E = np.empty(gammas.size)
-    for i, gm in enumerate(gammas):
-        gs, _, _ = _concat_solve(m, float(gm))
+    return np.array(_concat_points(m, gammas), dtype=float)
 
-        def mv(v, gs=gs, gm=gm):
-            return v - np.imag(_concat_map(m, gs + 1j * eta * v.reshape(N, N), gm)).ravel() / eta
+
+def concat_structure(heads, structure: str = "auto") -> str:
+    r"""The kernel model of the concatenated heads: ``'blocks'`` (each head's Hermite blocks, docs/theory.md §13.2)
+    or ``'free'`` (cross-correlated free noise). ``'auto'`` gives ``'blocks'`` when every head is what the
+    single-head theory treats with blocks (rank <= 64 and <= p/4,
+    :func:`symattn.backends.general_w_entry.kernel_structure`), else ``'free'``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> low = [rng.standard_normal((100, 8)) @ rng.standard_normal((8, 100)) for _ in range(2)]
+    >>> concat_structure(low), concat_structure([np.eye(100), low[0]]), concat_structure(low, "free")
+    ('blocks', 'free', 'free')
+    """
+    from .backends.general_w_entry import kernel_structure
+
+    if structure not in ("auto", "blocks", "free"):
+        raise ParameterError("structure", structure, "one of 'auto', 'blocks', 'free'")
+    if structure != "auto":
+        return structure
+    return "blocks" if all(kernel_structure(W) == "blocks" for W in heads) else "free"
+
+
+def _concat_points(m, gammas):
+    """E at the points γ, each through the physical checks and γ-continuation of
+    :func:`~symattn.backends.general_w.physical_points`; below γ = 0.1 a point without a requested neighbour in
+    [γ/2, γ) is checked against one more point at γ/2, so that E/γ² = −F' is seen not to increase (it is
+    ∫dν/(λ + γ)², decreasing in γ for any spectral measure ν): a point that fails raises ConvergenceError."""
+    from scipy.sparse.linalg import LinearOperator, gmres
+
+    from .backends.general_w import physical_points
+    from .backends.general_w.physical import VERIFY_BELOW
+
+    eta = 1e-20
+
+    def solve(gm, start):
+        gs, it, _ = _concat_solve(m, gm, start=start)
+        return gs, float(np.real(_concat_F(m, gs, gm))), it
+
+    def evaluate(gm, gs):
+        shape = gs.shape
+
+        def mv(v):
+            return v - np.imag(_concat_map(m, gs + 1j * eta * v.reshape(shape), gm)).ravel() / eta
         dz = np.imag(_concat_map(m, gs.astype(complex), gm + 1j * eta)).ravel() / eta
-        A = LinearOperator((N * N, N * N), matvec=mv, dtype=float)
-        dg, info = gmres(A, dz, rtol=1e-12, atol=0.0, restart=min(N * N, 80), maxiter=50)
+        A = LinearOperator((gs.size, gs.size), matvec=mv, dtype=float)
+        dg, info = gmres(A, dz, rtol=1e-12, atol=0.0, restart=min(gs.size, 80), maxiter=50)
         if info != 0 or not np.all(np.isfinite(dg)):
             raise ConvergenceError("the derivative of the concat block pencil did not converge",
                                    point={"gamma": float(gm)})
-        Fc = _concat_F(m, gs + 1j * eta * dg.reshape(N, N), gm + 1j * eta)   # F' along (dg/dγ, 1)
-        E[i] = -gm * gm * float(np.imag(Fc)) / eta
-    return E
+        Fc = _concat_F(m, gs + 1j * eta * dg.reshape(shape), gm + 1j * eta)   # F' along (dg/dγ, 1)
+        E = -gm * gm * float(np.imag(Fc)) / eta
+        return E, float(np.real(Fc)), E
+
+    gammas = np.atleast_1d(np.asarray(gammas, dtype=float))
+    extra = [g / 2 for g in gammas if g < VERIFY_BELOW and not np.any((gammas >= g / 2) & (gammas < g))]
+    vals, _ = physical_points(np.concatenate([gammas, extra]), solve, evaluate, name="the concat block pencil")
+    return vals[:gammas.size]

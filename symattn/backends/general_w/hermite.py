@@ -454,3 +454,61 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
         out["E_linear"], out["correction"] = out["E"], dE
         out["E"] = out["E"] + dE
     return out
+
+
+def block_phi(m2, x):
+    r"""φ(x) = Σ_α m_α²/(1 + x m_α²) of a block's squared weights (an array or :class:`BlockAtoms`) at x:
+    the resolvent-dependent variance of a Gaussian block (module docstring; complex steps as :func:`_block_phi`).
+
+    Examples
+    --------
+    >>> float(block_phi(np.array([1.0, 3.0]), 0.0)), float(block_phi(np.array([1.0]), 1.0))
+    (4.0, 0.5)
+    """
+    return _block_phi(m2, x)
+
+
+def token_scales(k, Z):
+    r"""The per-token scales (ρu², ρv²) of the T33 and T22 blocks of the constants ``k`` for the tokens Z (rows,
+    the bulk part z_i): ρu_i² = Σ_α m_α²Ĥ_α(Uᵀz_i)²/Σ_α m_α² and ρv_i² with V (closed forms :func:`_scale3`,
+    :func:`_scale2`); a dict {'33': (ρu², ρv²), '22': …} over the blocks that ``k`` enumerates.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> W = np.diag([1.0, 1.0, 0.0, 0.0]) * np.sqrt(2.0)
+    >>> k = hermite_block_constants(activation("tanh"), W, pairs=2000)
+    >>> ru, rv = token_scales(k, np.random.default_rng(0).standard_normal((20000, 4)))["33"]
+    >>> bool(abs(ru.mean() - 1) < 0.05), sorted(token_scales(k, np.zeros((1, 4))))
+    (True, ['33'])
+    """
+    s2 = k.shat * k.shat
+    zu, zv = Z @ k.U, Z @ k.V
+    out = {}
+    for name, mw in (("33", k.m33), ("22", k.m22)):
+        if block_present(mw):
+            fn = _scale3 if name == "33" else _scale2
+            out[name] = (fn(zu, s2), fn(zv, s2))
+    return out
+
+
+def block_model_error(m, gamma, blocks, nodes) -> np.ndarray:
+    r"""E_A(γ) = −γ²F'(γ) of a kernel model ``m`` (a :class:`~.pencil.GeneralWModel`, its a1, σ², τ those of the
+    remainder) with the given blocks [(squared weights, ρu², ρv²), …] and token nodes {'kappa', 'w'}: the solver of
+    :func:`hermite_block_error` (physical checks and γ-continuation included) for a model built elsewhere, e.g.
+    the sum of several heads, whose blocks are the union of the heads' blocks (docs/theory.md §13.2).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> from .pencil import general_w_model
+    >>> W = np.diag([1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]) * 2.0
+    >>> m = general_w_model(activation("tanh"), 0.5, W)
+    >>> E = block_model_error(m, [1.0], [(np.full(4, 0.01), np.ones(3), np.ones(3))],
+    ...                       {"kappa": np.zeros(3), "w": np.full(3, 1 / 3)})
+    >>> bool(0 < E[0] < 1)
+    True
+    """
+    gam = np.atleast_1d(np.asarray(gamma, dtype=float))
+    out = _physical_implicit(m, gam, list(blocks), nodes, low_rank_traces(m.W))
+    return np.array([-g * g * dF for g, (_, dF) in zip(gam, out)])
