@@ -561,7 +561,7 @@ class Layer:
 
     def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
                *, model: str = "attention", errors: str = "raise", structure: str = "auto", method=None,
-               error: str = "train"):
+               error: str = "train", tokens=None):
         r"""The deterministic equivalent of this layer's training error E(γ) = −γ² F'(γ) (or its test error),
         by the engine of :meth:`engine`.
 
@@ -592,6 +592,11 @@ class Layer:
             E_test = E(1/n)‖y′ − Φ′ᵀβ‖² of the readout on a fresh sequence
             (:func:`symattn.generalization.solve_test`, docs/theory.md §14; paper engine, γ > 0,
             no correction).
+        tokens : TokenLaw, dict or None
+            The law of the sequence (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15). Tokens
+            correlated in time or Markov labels: ``model='linear'`` only (ridge regression on X,
+            :func:`symattn.temporal.linear_errors`); the attention theory under them is not derived
+            and raises ParameterError (simulate it).
 
         Returns
         -------
@@ -612,6 +617,11 @@ class Layer:
             raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
         if errors not in ERRORS_CHOICES:
             raise ParameterError("errors", errors, "'raise' or 'nan'")
+        from .tokens import as_token_law
+
+        law = as_token_law(tokens)
+        if not law.is_iid:
+            return _correlated_linear(c, gamma, law, mu, geometry, model, backend, correction, error)
         name = self.engine("auto" if self.weights is None else structure, backend)
         eng = THEORY_ENGINES[name]
         given = {"mu": mu, "geometry": geometry, "correction": correction, "method": method,
@@ -706,7 +716,7 @@ class Layer:
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
                  trace_estimator: bool = False, dtype: str = "float64", method: str = "auto", batch=None,
-                 error="train"):
+                 error="train", tokens=None):
         r"""Exact Monte Carlo of E_A and E_LR for this layer at n tokens (docs/theory.md §2), train and/or test.
 
         Per draw X = μyᵀ + Z (p×n, p = round(c·n)), Φ as the layer says, M = ΦᵀΦ/n, and
@@ -723,6 +733,8 @@ class Layer:
         error : 'train', 'test', 'both' or a tuple of them
             The training errors (``attention``, ``linear``) and/or the test errors on a fresh
             sequence per draw (``attention_test``, ``linear_test``; docs/theory.md §14).
+        tokens : TokenLaw, dict or None
+            The law of the sequence: time-correlated tokens and/or Markov labels (docs/theory.md §15).
 
         Returns
         -------
@@ -741,7 +753,7 @@ class Layer:
             device=device, diagonal=self.diagonal, weights=self.weights, mu=mu, progress=progress, models=models,
             trace_estimator=trace_estimator, dtype=dtype, method=method, residual=self.residual,
             heads=None if self.heads is None else list(self.heads), readout=self.readout, kernel=self.kernel,
-            temperature=self.temperature, batch=batch, error=error)
+            temperature=self.temperature, batch=batch, error=error, tokens=tokens)
         res.provenance["parameters"]["layer"] = self.to_dict()
         res.provenance["parameters"]["layer_digest"] = self.digest
         return res
@@ -807,6 +819,27 @@ def _activation_text(act) -> str | None:
         return str(expr) if expr is not None else f"callable:{act.name}"
     # a plain callable is identified by the object itself: equal digests mean the same function object
     return f"callable:{getattr(act, '__qualname__', type(act).__name__)}@{id(act):x}"
+
+
+def _correlated_linear(c, gamma, law, mu, geometry, model, backend, correction, error):
+    """Layer.theory under a token law other than the paper's: ridge regression on X (docs/theory.md §15)."""
+    from .model import as_geometry
+    from .temporal import linear_errors
+    from .theory import TheoryResult
+
+    if model != "linear":
+        raise ParameterError("tokens", law, "None (iid tokens and labels) with model='attention' or 'both'",
+                             hint="the attention theory under time-correlated tokens is not derived yet "
+                                  "(docs/theory.md §15): take model='linear', or simulate attention")
+    for key, value, allowed in (("backend", backend, "'numpy'"), ("correction", correction, "None")):
+        if value != {"backend": "numpy", "correction": None}[key]:
+            raise ParameterError(key, value, allowed + " with tokens= (docs/theory.md §15)")
+    snr = float(np.dot(np.ravel(mu), np.ravel(mu))) if mu is not None else as_geometry(geometry).snr
+    r = linear_errors(c, gamma, snr=snr, tokens=law)
+    cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
+    return TheoryResult(c=cb.copy(), gamma=gb.copy(), model="linear", linear=r[error], F_linear=r["F"], error=error,
+                        parameters={"backend": "numpy", "dps": None, "tokens": law.as_dict(), "snr": snr,
+                                    "engine": "temporal", "error": error})
 
 
 def _zero_ridge(gamma) -> bool:
@@ -949,7 +982,8 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
                        diagonal: str = "f", correction: str | None = None, errors: str = "raise",
                        residual: bool = False, heads=None, readout: str = "concat", kernel: str = "entrywise",
-                       temperature=None, weights=None, mu=None, structure: str = "auto", error: str = "train"):
+                       temperature=None, weights=None, mu=None, structure: str = "auto", error: str = "train",
+                       tokens=None):
     r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ), or with error='test' the
     test error (:func:`generalization_error`).
 
@@ -1005,6 +1039,9 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     error : {'train', 'test'}
         The training error (default) or the test error on a fresh sequence (docs/theory.md §14;
         the paper's model, γ > 0).
+    tokens : TokenLaw, dict or None
+        The law of the sequence (docs/theory.md §15): with correlated tokens or Markov labels only
+        model='linear' has a theory (:meth:`Layer.theory`).
 
     Returns
     -------
@@ -1023,12 +1060,12 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     layer = Layer(f, weights=weights, heads=heads, readout=readout, residual=residual, kernel=kernel,
                   temperature=temperature, diagonal=diagonal)
     return layer.theory(c, gamma, mu=mu, geometry=geometry, n=n, correction=correction, backend=backend, dps=dps,
-                        model=model, errors=errors, structure=structure, error=error).E
+                        model=model, errors=errors, structure=structure, error=error, tokens=tokens).E
 
 
 def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention",
                          backend: str = "numpy", dps: int | None = None, n: int | None = None,
-                         diagonal: str = "f", errors: str = "raise"):
+                         diagonal: str = "f", errors: str = "raise", tokens=None):
     r"""Deterministic-equivalent test (generalisation) error of the ridge readout (docs/theory.md §14).
 
     β = (ΦΦᵀ/n + γ)^{-1}Φy/n is fitted on one sequence and tested on a fresh one (X′, y′) of the same
@@ -1039,7 +1076,7 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
 
     Parameters
     ----------
-    f, c, gamma, geometry, model, backend, dps, n, diagonal, errors
+    f, c, gamma, geometry, model, backend, dps, n, diagonal, errors, tokens
         As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
 
     Returns
@@ -1057,9 +1094,12 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> E = generalization_error("tanh", c=0.5, gamma=1.0, geometry=Geometry.aligned(1.0), model="both")
     >>> round(float(E["linear"]), 4)                      # the closed form of docs/theory.md §14.4
     0.6375
+    >>> E = generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear", tokens={"ar1": 0.8})
+    >>> bool(E < generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear"))
+    True
     """
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                              diagonal=diagonal, errors=errors, error="test")
+                              diagonal=diagonal, errors=errors, error="test", tokens=tokens)
 
 
 def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None, draws: int = 8,
@@ -1067,7 +1107,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
              progress=None, models=MODELS, trace_estimator: bool = False,
              dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
              readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None, W=None,
-             error="train"):
+             error="train", tokens=None):
     r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n, train and/or test.
 
     ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).simulate(n, c, gamma, mu,
@@ -1091,6 +1131,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         The layer's variant (:class:`Layer`).
     error : 'train', 'test', 'both' or a tuple of them
         Training errors and/or test errors on a fresh sequence per draw (docs/theory.md §14).
+    tokens : TokenLaw, dict or None
+        Time-correlated tokens and/or Markov labels (docs/theory.md §15).
 
     Returns
     -------
@@ -1114,7 +1156,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
                       temperature=temperature, diagonal=diagonal)
         return layer.simulate(n, c, gamma, mu=mu, geometry=geometry, draws=draws, seed=seed, backend=backend,
                               device=device, progress=progress, models=models, trace_estimator=trace_estimator,
-                              dtype=dtype, method=method, batch=batch, error=error)
+                              dtype=dtype, method=method, batch=batch, error=error, tokens=tokens)
     except ParameterError as err:
         if W is None or err.name not in ("weights", "heads"):
             raise

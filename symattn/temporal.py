@@ -94,9 +94,10 @@ def linear_errors(c=0.5, gamma=1.0, snr=0.0, tokens=None, grid=None) -> dict:
 
     Examples
     --------
+    >>> from symattn import memorization_error
     >>> r = linear_errors(c=0.5, gamma=1.0)
-    >>> round(float(r["train"]), 12)      # T = I, μ = 0: E = γ²ŷᵀQ²ŷ of Marchenko–Pastur
-    0.719223593595
+    >>> bool(abs(r["train"] - memorization_error(c=0.5, gamma=1.0, model="linear")) < 1e-12)   # T = I: §3
+    True
     >>> from symattn.tokens import TokenLaw
     >>> a = linear_errors(c=1.0, gamma=0.1, snr=1.0)["test"]
     >>> b = linear_errors(c=1.0, gamma=0.1, snr=1.0, tokens=TokenLaw(ar1=0.8))["test"]
