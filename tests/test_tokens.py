@@ -214,3 +214,63 @@ def test_front_linear_under_tokens_and_refusal_for_attention():
     assert e.value.name == "backend"
     r = sa.Layer("tanh").simulate(n=40, c=0.5, gamma=[1.0], draws=1, tokens=law)
     assert r.provenance["parameters"]["tokens"]["ar1"] == 0.5
+
+
+# ----------------------------------------------------------------------------- the command line
+def _cli(capsys, *argv):
+    from symattn.cli import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_solve_linear_under_tokens(capsys, tmp_path):
+    import json
+
+    code, out, err = _cli(capsys, "solve", "--c", 0.5, 2, "--gamma", 0.1, 1, "--snr", 1, "--model", "linear",
+                          "--error", "both", "--ar1", 0.5, "--markov", 0.9, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    law = TokenLaw(ar1=0.5, markov=0.9)
+    for key, name in (("E_linear", "train"), ("E_linear_test", "test")):
+        ref = linear_errors(np.array([[0.5], [2.0]]), np.array([[0.1, 1.0]]), 1.0, law)[name]
+        assert np.allclose(data[key], ref, rtol=1e-14)
+    assert data["provenance"]["parameters"]["tokens"]["markov"] == 0.9
+    path = tmp_path / "r.npy"
+    np.save(path, np.array([0.5, 0.2]))
+    code, out, err = _cli(capsys, "solve", "--c", 1, "--gamma", 0.1, "--model", "linear", "--autocorr", path)
+    assert code == 0 and "tokens: TokenLaw(autocorr=" in out, err
+
+
+@pytest.mark.parametrize("argv,name", [
+    (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "both", "--error", "both", "--ar1", 0.5, "--json"], "model"),
+    (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--ar1", 1.0], "ar1"),
+    (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--markov", 0], "markov"),
+    (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--ar1", 0.5, "--residual"], "tokens"),
+    (["simulate", "--n", 40, "--c", 0.5, "--gamma", 0.1, "--ar1", -0.2], "ar1"),
+])
+def test_cli_bad_token_law_is_one_line_exit_2(capsys, argv, name):
+    code, out, err = _cli(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1 and f"invalid {name}=" in err and "Traceback" not in err
+
+
+def test_cli_non_positive_definite_autocorr_file(capsys, tmp_path):
+    path = tmp_path / "bad.npy"
+    np.save(path, np.array([0.9]))
+    code, out, err = _cli(capsys, "simulate", "--n", 40, "--c", 0.5, "--gamma", 0.1, "--autocorr", path)
+    assert code == 2 and err.count("\n") == 1 and "invalid autocorr=" in err
+
+
+def test_cli_simulate_under_tokens(capsys):
+    import json
+
+    code, out, err = _cli(capsys, "simulate", "--n", 60, "--c", 0.5, "--gamma", 0.1, 1, "--ar1", 0.5, "--markov", 0.8,
+                          "--draws", 2, "--error", "both", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    ref = exact_monte_carlo("tanh", n=60, c=0.5, gamma=[0.1, 1.0], draws=2, seed=0, error="both",
+                            tokens=TokenLaw(ar1=0.5, markov=0.8))
+    assert np.allclose(data["E_linear_test"]["mean"], ref.linear_test.mean(0), rtol=1e-12)
+    assert np.allclose(data["E_attention"]["mean"], ref.attention.mean(0), rtol=1e-12)
+    assert data["provenance"]["parameters"]["tokens"]["ar1"] == 0.5
