@@ -36,7 +36,7 @@ from .errors import ConvergenceError
 from .model import check_c, check_gamma, check_nonnegative
 from .tokens import as_token_law
 
-__all__ = ["linear_errors"]
+__all__ = ["linear_errors", "kernel_band"]
 
 
 def _delta(c, gamma, s):
@@ -116,3 +116,51 @@ def linear_errors(c=0.5, gamma=1.0, snr=0.0, tokens=None, grid=None) -> dict:
         for k, v in zip(("train", "test", "F", "overlap", "delta"), vals):
             out[k][idx] = v
     return out
+
+
+def kernel_band(f, p: int, tokens=None, lags: int = 64, nodes: int = 96) -> np.ndarray:
+    r"""The mean of the attention kernel at each lag under a token law, μ = 0, W = I (docs/theory.md §15.4).
+
+    Tokens at lag k have :math:`x_t^\top x_s/\sqrt p = \sqrt p\,r_k + \sqrt{1 + r_k^2}\,g + O(p^{-1/2})`, g ~ N(0, 1)
+    (a sum of p products of pairs with correlation r_k), so the kernel has the deterministic Toeplitz band
+
+    .. math::  \beta_k = E\,K_{t,t+k} = \frac1{\sqrt p}\,E f\big(\sqrt p\,r_k + \sqrt{1+r_k^2}\,g\big),\qquad k \ge 1,
+
+    by Gauss–Hermite quadrature (f centred as everywhere). Near lags (√p r_k ≫ 1) see f at large arguments, as the
+    diagonal does (§1.3); with iid tokens β_k = 0. Its operator norm is ≈ max_ω |2 Σ_k β_k cos kω|.
+
+    Parameters
+    ----------
+    f : str or Activation
+        The activation (a catalog name or SymPy string, resolved by :func:`symattn.activation`).
+    p : int
+        The dimension.
+    tokens : TokenLaw, dict or None
+        The law (its r_k; the labels do not enter at μ = 0).
+    lags : int
+        The number of lags k = 1..lags returned.
+    nodes : int
+        Gauss–Hermite nodes.
+
+    Returns
+    -------
+    numpy.ndarray
+        β_1..β_lags.
+
+    Examples
+    --------
+    >>> b = kernel_band("relu", 1000, {"ar1": 0.9}, lags=3)
+    >>> b.round(3).tolist()            # ReLU at √p r_k ≫ 1: β_k ≈ r_k − a0/√p = 0.9^k − 0.399/31.6
+    [0.887, 0.797, 0.716]
+    >>> bool(np.abs(kernel_band("tanh", 1000, None, lags=5)).max() < 1e-15)     # iid tokens: no band
+    True
+    """
+    from .activations.activation import activation
+
+    act = f if hasattr(f, "numpy") else activation(f)
+    r = as_token_law(tokens).lags(lags + 1)[1:]
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    w = w / w.sum()
+    sp = np.sqrt(p)
+    args = sp * r[:, None] + np.sqrt(1 + r * r)[:, None] * x[None, :]
+    return (act.numpy(args) @ w) / sp

@@ -274,3 +274,22 @@ def test_cli_simulate_under_tokens(capsys):
     assert np.allclose(data["E_linear_test"]["mean"], ref.linear_test.mean(0), rtol=1e-12)
     assert np.allclose(data["E_attention"]["mean"], ref.attention.mean(0), rtol=1e-12)
     assert data["provenance"]["parameters"]["tokens"]["ar1"] == 0.5
+
+
+# ----------------------------------------------------------------------------- attention's kernel band
+@pytest.mark.parametrize("f", ["relu", "tanh", "sin"])
+def test_kernel_band_matches_the_mean_kernel(f):
+    """β_k against the lag-k mean of the exact kernel (n = p = 400, ρ = 0.9, 3 draws; n − k entries per lag)."""
+    from symattn.montecarlo import kernel_matrix
+    from symattn.temporal import kernel_band
+
+    n = p = 400
+    law = TokenLaw(ar1=0.9)
+    chol = law.cholesky(n)
+    beta = kernel_band(f, p, law, lags=6)
+    for seed in range(3):
+        X, _ = sample_tokens(n, p, rng=np.random.default_rng(seed), tokens=law, chol=chol)
+        K = kernel_matrix(f, X, diagonal="zero")
+        lag = np.array([np.diagonal(K, k)[: n - 6] for k in range(1, 7)])
+        se = lag.std(axis=1) / np.sqrt(n / 20)      # neighbouring entries of one diagonal are correlated
+        assert np.all(np.abs(lag.mean(axis=1) - beta) < 5 * se + 1e-3 * np.abs(beta)), (f, lag.mean(1), beta)
