@@ -831,9 +831,10 @@ def _correlated_linear(c, gamma, law, mu, geometry, model, backend, correction, 
         raise ParameterError("tokens", law, "None (iid tokens and labels) with model='attention' or 'both'",
                              hint="the attention theory under time-correlated tokens is not derived yet "
                                   "(docs/theory.md §15): take model='linear', or simulate attention")
-    for key, value, allowed in (("backend", backend, "'numpy'"), ("correction", correction, "None")):
-        if value != {"backend": "numpy", "correction": None}[key]:
-            raise ParameterError(key, value, allowed + " with tokens= (docs/theory.md §15)")
+    if backend != "numpy":
+        raise ParameterError("backend", backend, "'numpy' with tokens= (docs/theory.md §15)")
+    if correction is not None:
+        raise ParameterError("correction", correction, "None with tokens= (docs/theory.md §15)")
     snr = float(np.dot(np.ravel(mu), np.ravel(mu))) if mu is not None else as_geometry(geometry).snr
     r = linear_errors(c, gamma, snr=snr, tokens=law)
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))

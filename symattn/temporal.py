@@ -9,7 +9,7 @@ iid marginal law :math:`x' = y'\mu + z'`, :math:`z' \sim \mathcal N(0, I_p)`, th
 
 The deterministic equivalent of the resolvent of :math:`Z^\top Z/n = \frac1n\sum_{k\le p} a_ka_k^\top`,
 :math:`a_k \sim \mathcal N(0, T)` iid, is :math:`\bar Q = (cT/(1+\delta) + \gamma)^{-1}` with the scalar fixed
-point :math:`\delta = \frac1n\mathrm{tr}\,T\bar Q` (Silverstein–Bai; Couillet & Liao 2022, Thm 2.6; the
+point :math:`\delta = \frac1n\mathrm{tr}\,T\bar Q` (Silverstein & Bai 1995; Couillet & Liao 2022, ch. 2; the
 "correlated samples" form of Atanasov, Zavatone-Veth & Pehlevan 2024). As n → ∞ the traces become
 integrals over the spectral density s(ω) of T, and a quadratic form in the labels an integral against
 theirs, :math:`s_y(\omega)`:
