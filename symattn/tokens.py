@@ -24,6 +24,9 @@ from .errors import ParameterError
 
 __all__ = ["TokenLaw", "as_token_law", "ar1_density"]
 
+#: the most nodes of the theory's ω grid (:meth:`TokenLaw.grid`)
+GRID_MAX = 1 << 22
+
 
 def ar1_density(rho: float, omega):
     r"""The spectral density of the AR(1) correlation :math:`r_k = \rho^k`, |ρ| < 1:
@@ -210,6 +213,13 @@ class TokenLaw:
             if self.autocorr is not None:
                 N = max(N, 4 * (self.autocorr.size + 1))
             N = 1 << max(8, (max(N, 256) - 1).bit_length())
+            if N > GRID_MAX:
+                name, value = ("ar1", self.ar1) if (self.ar1 or 0.0) >= abs(2 * (self.markov or 0.5) - 1) else (
+                    "markov", self.markov)
+                raise ParameterError(name, value, f"a correlation that decays within {GRID_MAX} lags for the theory "
+                                                  "(rho <= 0.99999, 1e-5 <= markov <= 0.99999)",
+                                     hint="the spectral density is too peaked for the trapezoid grid; the Monte Carlo "
+                                          "takes it")
         omega = 2 * np.pi * np.arange(N) / N
         return omega, self.density(omega), self.label_density(omega)
 

@@ -162,6 +162,17 @@ def test_grid_is_converged():
         assert np.max(np.abs(a[k] / b[k] - 1)) < 1e-12
 
 
+def test_too_peaked_spectrum_is_refused_by_the_theory_only():
+    with pytest.raises(ParameterError) as e:
+        linear_errors(1.0, 0.1, 0.0, TokenLaw(ar1=0.999999))
+    assert e.value.name == "ar1"
+    with pytest.raises(ParameterError) as e:
+        linear_errors(1.0, 0.1, 0.0, TokenLaw(ar1=0.5, markov=0.9999999))
+    assert e.value.name == "markov"
+    r = exact_monte_carlo("tanh", n=30, c=0.5, gamma=[1.0], draws=1, models=("linear",), tokens={"ar1": 0.999999})
+    assert np.isfinite(r.linear).all()
+
+
 def _check_against_mc(law, c, m2, n, draws, seed):
     mc = exact_monte_carlo("tanh", n=n, c=c, gamma=GAMMAS, draws=draws, seed=seed, geometry=sa.Geometry(snr=m2),
                            models=("linear",), error="both", tokens=law)
