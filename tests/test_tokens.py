@@ -113,6 +113,20 @@ def test_identity_law_draws_the_paper_numbers_bit_for_bit():
     assert not np.array_equal(a.linear, c.linear) and c.provenance["parameters"]["tokens"]["ar1"] == 0.5
 
 
+@pytest.mark.parametrize("variant", [
+    dict(residual=True), dict(heads=[np.eye(20), np.diag(np.linspace(0.5, 1.5, 20))], readout="sum"),
+    dict(f=None, kernel="softmax", temperature=1.0, diagonal="zero"), dict(weights=np.diag(np.linspace(0.5, 1.5, 20))),
+])
+def test_every_layer_is_simulated_under_tokens(variant):
+    kw = dict(n=40, c=0.5, gamma=[0.1, 1.0], draws=2, seed=5, error="both", **{k: v for k, v in variant.items() if k != "f"})
+    f = variant.get("f", "tanh")
+    iid = exact_monte_carlo(f, **kw)
+    same = exact_monte_carlo(f, tokens={"ar1": 0.0}, **kw)
+    ar = exact_monte_carlo(f, tokens={"ar1": 0.7, "markov": 0.8}, **kw)
+    assert np.array_equal(iid.attention_test, same.attention_test) and np.array_equal(iid.attention, same.attention)
+    assert np.isfinite(ar.attention_test).all() and not np.allclose(ar.attention, iid.attention)
+
+
 def test_torch_backend_sees_the_same_correlated_draws():
     pytest.importorskip("torch")
     kw = dict(n=50, c=0.5, gamma=[0.1, 1.0], draws=2, seed=4, tokens=TokenLaw(ar1=0.6, markov=0.8), error="both")
