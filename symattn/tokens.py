@@ -135,7 +135,13 @@ class TokenLaw:
         return self.iid_tokens and self.markov is None
 
     def lags(self, n: int) -> np.ndarray:
-        """:math:`r_0 = 1, r_1, \\dots, r_{n-1}`: the first column of :math:`T_n`."""
+        """:math:`r_0 = 1, r_1, \\dots, r_{n-1}`: the first column of :math:`T_n`.
+
+        Examples
+        --------
+        >>> TokenLaw(autocorr=[0.5, 0.25]).lags(5).tolist()
+        [1.0, 0.5, 0.25, 0.0, 0.0]
+        """
         r = np.zeros(n)
         r[0] = 1.0
         if self.ar1:
@@ -206,7 +212,14 @@ class TokenLaw:
         r"""The uniform grid :math:`\omega_j = 2\pi j/N` and :math:`(s(\omega_j), s_y(\omega_j))`: the trapezoid
         rule :math:`\frac1{2\pi}\int_0^{2\pi} g \approx \frac1N\sum_j g(\omega_j)`, exponentially accurate for
         the smooth periodic integrands of the theory (N = None: enough points for the decay of r_k and of
-        the labels' correlation (2q − 1)^k to 1e-17)."""
+        the labels' correlation (2q − 1)^k to 1e-17; at most :data:`GRID_MAX`, else ParameterError).
+
+        Examples
+        --------
+        >>> omega, s, sy = TokenLaw(ar1=0.5, markov=0.75).grid()
+        >>> omega.size, round(float(s.mean()), 12), round(float(sy.mean()), 12)     # ⟨s⟩ = r_0 = 1
+        (256, 1.0, 1.0)
+        """
         if N is None:
             decay = max([abs(x) for x in (self.ar1 or 0.0, 2 * self.markov - 1 if self.markov is not None else 0.0)])
             N = 256 if decay == 0 else int(math.ceil(40.0 / -math.log(decay)))
@@ -227,7 +240,14 @@ class TokenLaw:
     def labels(self, n: int, rng) -> np.ndarray:
         """One draw of the labels y ∈ {±1}^n with ``rng``: iid balanced, ``rng.permutation`` of n − ⌊n/2⌋
         entries +1 and ⌊n/2⌋ entries −1 (the paper's draw, unchanged), or the Markov chain: y_1 = ±1 by
-        one ``rng.random()``, then y_{t+1} = −y_t when the t-th of ``rng.random(n − 1)`` is below 1 − q."""
+        one ``rng.random()``, then y_{t+1} = −y_t when the t-th of ``rng.random(n − 1)`` is below 1 − q.
+
+        Examples
+        --------
+        >>> y = TokenLaw(markov=0.9).labels(10_000, np.random.default_rng(0))
+        >>> round(float(np.mean(y[1:] == y[:-1])), 2)        # the persistence q
+        0.9
+        """
         if self.markov is None:
             y = np.ones(n)
             y[: n // 2] = -1.0
@@ -239,7 +259,14 @@ class TokenLaw:
 
     def noise(self, p: int, n: int, rng, chol=None) -> np.ndarray:
         """Z = G Lᵀ (p×n) from G = ``rng.standard_normal((p, n))``; G itself when T = I (the same numbers as the
-        iid draw). ``chol``: L, when the caller keeps it (:meth:`cholesky`)."""
+        iid draw). ``chol``: L, when the caller keeps it (:meth:`cholesky`).
+
+        Examples
+        --------
+        >>> Z = TokenLaw(ar1=0.9).noise(20_000, 3, np.random.default_rng(0))
+        >>> (Z.T @ Z / 20_000).round(1).tolist()              # ≈ T
+        [[1.0, 0.9, 0.8], [0.9, 1.0, 0.9], [0.8, 0.9, 1.0]]
+        """
         G = rng.standard_normal((p, n))
         if self.iid_tokens:
             return G
@@ -248,7 +275,14 @@ class TokenLaw:
 
     # ----------------------------------------------------------------------------- records
     def as_dict(self) -> dict:
-        """The law as plain data (``ar1``, ``autocorr`` (a list), ``source`` (the file), ``markov``)."""
+        """The law as plain data (``ar1``, ``autocorr`` (a list), ``source`` (the file), ``markov``).
+
+        Examples
+        --------
+        >>> law = TokenLaw(autocorr=[0.4], markov=0.8)
+        >>> law.as_dict(), as_token_law(law.as_dict()) == law
+        ({'ar1': None, 'autocorr': [0.4], 'source': None, 'markov': 0.8}, True)
+        """
         return {"ar1": self.ar1, "autocorr": None if self.autocorr is None else self.autocorr.tolist(),
                 "source": self.source, "markov": self.markov}
 

@@ -8,7 +8,15 @@ from .common import number
 
 
 def add_tokens_args(parser: argparse.ArgumentParser) -> None:
-    """--ar1 RHO | --autocorr FILE (mutually exclusive) and --markov Q."""
+    """--ar1 RHO | --autocorr FILE (mutually exclusive) and --markov Q.
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_tokens_args(p)
+    >>> vars(p.parse_args(["--ar1", "0.5", "--markov", "0.9"]))
+    {'ar1': 0.5, 'autocorr': None, 'markov': 0.9}
+    """
     g = parser.add_argument_group("time-correlated tokens (docs/theory.md §15)")
     x = g.add_mutually_exclusive_group()
     x.add_argument("--ar1", type=number, default=None, metavar="RHO",
@@ -40,5 +48,12 @@ def tokens_from_args(args):
 
 
 def tokens_parameters(law) -> dict:
-    """The provenance entry of the law: ``{"tokens": law.as_dict()}``, or nothing for the paper's law."""
+    """The provenance entry of the law: ``{"tokens": law.as_dict()}``, or nothing for the paper's law.
+
+    Examples
+    --------
+    >>> tokens_parameters(None), tokens_parameters(tokens_from_args(argparse.Namespace(ar1=0.5, autocorr=None,
+    ...                                                                                  markov=None)))["tokens"]["ar1"]
+    ({}, 0.5)
+    """
     return {} if law is None else {"tokens": law.as_dict()}
