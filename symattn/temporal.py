@@ -92,6 +92,12 @@ def linear_errors(c=0.5, gamma=1.0, snr=0.0, tokens=None, grid=None) -> dict:
         ``train``, ``test`` (E_train, E_test), ``F`` (ŷᵀQŷ), ``overlap`` (βᵀμ) and ``delta`` (δ),
         arrays of the broadcast shape.
 
+    Warns
+    -----
+    PrecisionWarning
+        Where ‖β‖² = F − E_train/γ cancels (c·γ → 0 at c < 1) and leaves E_test an estimated relative
+        error above 1e-8 (float64 only; no mpmath escalation here).
+
     Examples
     --------
     >>> from symattn import memorization_error
@@ -115,6 +121,16 @@ def linear_errors(c=0.5, gamma=1.0, snr=0.0, tokens=None, grid=None) -> dict:
         vals = _point(float(cb[idx]), float(gb[idx]), m2, s, sy)
         for k, v in zip(("train", "test", "F", "overlap", "delta"), vals):
             out[k][idx] = v
+    # ‖β‖² = F − E/γ cancels at small cγ for c < 1 (F ≈ (1 − c)/γ): the relative error it leaves in E_test
+    est = 64 * np.finfo(float).eps * (np.abs(out["F"]) + out["train"] / gb) / np.abs(out["test"])
+    if np.any(est > 1e-8):
+        import warnings
+
+        from .errors import PrecisionWarning
+
+        bad = [{"c": float(cb[i]), "gamma": float(gb[i]), "estimate": float(est[i])} for i in zip(*np.nonzero(est > 1e-8))]
+        warnings.warn(PrecisionWarning(f"{len(bad)} test-error value(s) with an estimated relative error above 1e-08 "
+                                       "(‖β‖² = F − E/γ cancels at small c·γ)", bad), stacklevel=2)
     return out
 
 

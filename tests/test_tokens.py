@@ -168,6 +168,16 @@ def test_delta_matches_the_finite_n_trace():
     assert gaps[0] < 2e-3 and 1.8 < gaps[0] / gaps[1] < 2.2
 
 
+def test_cancellation_at_tiny_ridge_warns():
+    from symattn.errors import PrecisionWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        linear_errors(0.5, 1e-4, 1.0, TokenLaw(ar1=0.5))        # resolved: no warning
+    with pytest.warns(PrecisionWarning):
+        linear_errors(0.5, [1e-4, 1e-10], 1.0, TokenLaw(ar1=0.5))
+
+
 def test_grid_is_converged():
     law = TokenLaw(ar1=0.8, markov=0.9)
     a = linear_errors([0.5, 2.0], [0.01, 1.0], 1.0, law)
