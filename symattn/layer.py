@@ -594,9 +594,10 @@ class Layer:
             no correction).
         tokens : TokenLaw, dict or None
             The law of the sequence (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15). Tokens
-            correlated in time or Markov labels: ``model='linear'`` only (ridge regression on X,
-            :func:`symattn.temporal.linear_errors`); the attention theory under them is not derived
-            and raises ParameterError (simulate it).
+            correlated in time or Markov labels: ridge regression on X (:func:`symattn.temporal.linear_errors`)
+            and, for the paper's layer only and with ``n``, attention's training error
+            (:func:`symattn.temporal.attention_errors`, §15.5; an AccuracyWarning outside the measured region).
+            Other layers, and attention's test error, raise ParameterError (simulate them).
 
         Returns
         -------
@@ -621,7 +622,7 @@ class Layer:
 
         law = as_token_law(tokens)
         if not law.is_iid:
-            return _correlated_linear(c, gamma, law, mu, geometry, model, backend, correction, error)
+            return _correlated(self, c, gamma, law, mu, geometry, n, model, backend, correction, error)
         name = self.engine("auto" if self.weights is None else structure, backend)
         eng = THEORY_ENGINES[name]
         given = {"mu": mu, "geometry": geometry, "correction": correction, "method": method,
@@ -821,26 +822,80 @@ def _activation_text(act) -> str | None:
     return f"callable:{getattr(act, '__qualname__', type(act).__name__)}@{id(act):x}"
 
 
-def _correlated_linear(c, gamma, law, mu, geometry, model, backend, correction, error):
-    """Layer.theory under a token law other than the paper's: ridge regression on X (docs/theory.md §15)."""
+def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correction, error):
+    """Layer.theory under a token law other than the paper's (docs/theory.md §15): ridge regression on X
+    (§15.2) and, for the paper's layer (W = I + low rank), attention's training error at finite p (§15.5)."""
     from .model import as_geometry
-    from .temporal import linear_errors
+    from .temporal import attention_errors, linear_errors
     from .theory import TheoryResult
 
     if model != "linear":
-        raise ParameterError("tokens", law, "None (iid tokens and labels) with model='attention' or 'both'",
-                             hint="the attention theory under time-correlated tokens is not derived yet "
-                                  "(docs/theory.md §15): take model='linear', or simulate attention")
+        if layer.engine("auto", backend) != "paper":
+            raise ParameterError("tokens", law, "None (iid tokens and labels) with weights=, heads=, residual= or "
+                                                "kernel='softmax' and model='attention' or 'both'",
+                                 hint="the attention theory under time-correlated tokens is derived for the paper's "
+                                      "model W = I + low rank only (docs/theory.md §15.5): take model='linear', or "
+                                      "simulate this layer")
+        if error != "train":
+            raise ParameterError("error", error, "'train' with tokens= and model='attention' or 'both'",
+                                 hint="the test error of attention under correlated tokens is not derived "
+                                      "(docs/theory.md §15.5): simulate it with error='test'")
+        if n is None:
+            raise ParameterError("n", None, "the number of tokens (an integer >= 2) with tokens= and "
+                                            "model='attention' or 'both'",
+                                 hint="the kernel's band under correlated tokens depends on p = round(c·n) "
+                                      "(docs/theory.md §15.5)")
     if backend != "numpy":
         raise ParameterError("backend", backend, "'numpy' with tokens= (docs/theory.md §15)")
     if correction is not None:
         raise ParameterError("correction", correction, "None with tokens= (docs/theory.md §15)")
-    snr = float(np.dot(np.ravel(mu), np.ravel(mu))) if mu is not None else as_geometry(geometry).snr
-    r = linear_errors(c, gamma, snr=snr, tokens=law)
+    geo = as_geometry(geometry)
+    snr = float(np.dot(np.ravel(mu), np.ravel(mu))) if mu is not None else geo.snr
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
-    return TheoryResult(c=cb.copy(), gamma=gb.copy(), model="linear", linear=r[error], F_linear=r["F"], error=error,
-                        parameters={"backend": "numpy", "dps": None, "tokens": law.as_dict(), "snr": snr,
-                                    "engine": "temporal", "error": error})
+    out = {"model": model, "error": error}
+    if model != "attention":
+        r = linear_errors(c, gamma, snr=snr, tokens=law)
+        out.update(linear=r[error], F_linear=r["F"])
+    if model != "linear":
+        E, F = np.empty(cb.shape), np.empty(cb.shape)
+        for idx in np.ndindex(cb.shape):
+            r = attention_errors(layer.activation, cb[idx], gb[idx], n=n, geometry=geo, tokens=law,
+                                 diagonal=layer.diagonal)
+            E[idx], F[idx] = r["train"], r["F"]
+        out.update(attention=E, F_attention=F)
+        text = _correlated_accuracy(cb, gb, law, layer.activation_name)
+        if text is not None:
+            from .errors import AccuracyWarning
+
+            warnings.warn(AccuracyWarning(text), stacklevel=_caller_level())
+    return TheoryResult(c=cb.copy(), gamma=gb.copy(), **out,
+                        parameters={"backend": "numpy", "dps": None, "tokens": law.as_dict(), "snr": snr, "n": n,
+                                    "engine": "temporal", "error": error, "layer": layer.to_dict(),
+                                    "layer_digest": layer.digest})
+
+
+#: where the attention theory under correlated tokens was measured within max(3 se, 3 %) (docs/theory.md §15.5)
+_CORRELATED_VALIDATED = {"activations": ("tanh", "relu", "gelu", "erf"), "gamma": 1.0, "r1": 0.8, "c": (0.5, 2.0)}
+
+
+def _correlated_accuracy(c, gamma, law, name):
+    """The AccuracyWarning text for attention under correlated tokens outside the validated region, or None."""
+    v = _CORRELATED_VALIDATED
+    r1 = float(abs(law.lags(2)[1]))
+    out = []
+    if name not in v["activations"]:
+        out.append(f"activation {name!r} is not among the measured {', '.join(v['activations'])}")
+    if np.any(gamma < v["gamma"]):
+        out.append(f"gamma < {v['gamma']:g}: on the measured grid 15 of 144 cells at gamma <= 0.1 miss "
+                   "max(3 se, 3 %), by up to +12 % (Monte Carlo above the theory)")
+    if r1 > v["r1"]:
+        out.append(f"r_1 = {r1:g} > {v['r1']:g} (the largest measured correlation)")
+    if np.any((c < v["c"][0]) | (c > v["c"][1])):
+        out.append(f"c outside the measured [{v['c'][0]:g}, {v['c'][1]:g}]")
+    if not out:
+        return None
+    return ("the attention theory under correlated tokens (docs/theory.md §15.5) is not validated here: "
+            + "; ".join(out))
 
 
 def _zero_ridge(gamma) -> bool:

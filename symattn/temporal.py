@@ -34,9 +34,9 @@ import numpy as np
 
 from .errors import ConvergenceError
 from .model import check_c, check_gamma, check_nonnegative
-from .tokens import as_token_law
+from .tokens import as_token_law, toeplitz_symbol
 
-__all__ = ["linear_errors", "kernel_band"]
+__all__ = ["linear_errors", "kernel_band", "attention_errors"]
 
 
 def _delta(c, gamma, s):
@@ -142,7 +142,8 @@ def kernel_band(f, p: int, tokens=None, lags: int = 64, nodes: int = 96) -> np.n
 
     .. math::  \beta_k = E\,K_{t,t+k} = \frac1{\sqrt p}\,E f\big(\sqrt p\,r_k + \sqrt{1+r_k^2}\,g\big),\qquad k \ge 1,
 
-    by Gauss–Hermite quadrature (f centred as everywhere). Near lags (√p r_k ≫ 1) see f at large arguments, as the
+    by Gauss–Hermite quadrature (f centred as everywhere; the rule's value at r_k = 0, which should be
+    E f(g) = 0, is subtracted, so that iid lags give exactly 0 also for f with a kink). Near lags (√p r_k ≫ 1) see f at large arguments, as the
     diagonal does (§1.3); with iid tokens β_k = 0. Its operator norm is ≈ max_ω |2 Σ_k β_k cos kω|.
 
     Parameters
@@ -179,4 +180,185 @@ def kernel_band(f, p: int, tokens=None, lags: int = 64, nodes: int = 96) -> np.n
     w = w / w.sum()
     sp = np.sqrt(p)
     args = sp * r[:, None] + np.sqrt(1 + r * r)[:, None] * x[None, :]
-    return (act.numpy(args) @ w) / sp
+    # minus the rule's value at r = 0 (E f(g) = 0 for centred f; the rule misses it by ~1e-6 at a kink)
+    return (act.numpy(args) @ w - act.numpy(x) @ w) / sp
+
+
+# ============================================================================ attention (docs/theory.md §15.5)
+# The pencil of docs/theory.md §12.2 at W = I: unknowns x, u, w (n-blocks) and t, v, h, g, l (p-blocks),
+# Q = (γ + KᵀYᵀYK)⁻¹ its (x, x) block, K = A + (a1/c)YᵀWY + σÑ. Its random slots (row, column, coefficient):
+_NX, _NU, _NW = 0, 1, 2
+_PT, _PV, _PH, _PG, _PL = 0, 1, 2, 3, 4
+_Y_SLOTS = ((_PT, _NX, -1.0), (_PV, _NU, -1.0), (_PH, _NW, -1.0))          # Y: p-row, n-column
+
+
+def _slots(a1, c, sigma):
+    yt = ((_NX, _PG, a1 / c), (_NU, _PL, -a1 / c), (_NW, _PV, -1.0))         # Yᵀ: n-row, p-column
+    noise = ((_NX, _NW, sigma), (_NU, _NX, -sigma))                          # Ñ (symmetric): n-row, n-column
+    return yt, noise
+
+
+def _pairing(first, second, shape):
+    """M[a, b, k, l] = Σ α β over slot pairs (a, k, α) ∈ first, (l, b, β) ∈ second: Σ_ab = Σ_kl M E[R G_kl R']."""
+    M = np.zeros(shape)
+    for a, k, al in first:
+        for l, b, be in second:
+            M[a, b, k, l] += al * be
+    return M
+
+
+def _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s):
+    r"""The Dyson fixed point of the pencil per frequency (docs/theory.md §15.5): returns the n-blocks
+    G_nn(ω) (N, 3, 3) and the p-blocks P (5, 5) of the deterministic equivalent."""
+    from scipy.optimize import root
+
+    yt, nz = _slots(a1, c, np.sqrt(s2 / c))
+    MY = _pairing(yt, _Y_SLOTS, (3, 3, 5, 5))
+    MN = _pairing(nz, nz, (3, 3, 3, 3))
+    MP = _pairing(_Y_SLOTS, yt, (5, 5, 3, 3))
+    N, K = s.size, len(noise_w)
+    L0n = np.zeros((N, 3, 3))
+    L0n[:, _NX, _NX] = gamma
+    L0n[:, _NX, _NW] = aw
+    L0n[:, _NU, _NX] = -aw
+    L0n[:, _NU, _NU] = L0n[:, _NW, _NW] = 1.0
+    L0p = np.eye(5)
+    L0p[_PG, _PH] = L0p[_PL, _PT] = -1.0
+    weighted = noise_w[:, None] * noise_s
+
+    def step(z):
+        P, gk = z[:25].reshape(5, 5), z[25:].reshape(K, 3, 3)
+        # E[Yᵀ P Y] = c tr_p(P)·T, E[Ñ_k M Ñ_k] = T∘k tr_n(T∘k M), E[Y M Yᵀ] = tr_n(TM)·I_p
+        Sn = (c * s[:, None, None] * np.einsum("abkl,kl->ab", MY, P)
+              + np.einsum("abkl,jkl,jw->wab", MN, gk, weighted))
+        Gn = np.linalg.inv(L0n - Sn)
+        Pn = np.linalg.inv(L0p - np.einsum("abkl,kl->ab", MP, np.einsum("w,wab->ab", s, Gn) / N))
+        return np.concatenate([Pn.ravel(), (np.einsum("jw,wab->jab", noise_s, Gn) / N).ravel()]), Gn, Pn
+
+    z = np.concatenate([np.linalg.inv(L0p).ravel(), np.tile(np.linalg.inv(L0n).mean(0).ravel(), K)])
+    for _ in range(20000):                        # damped iteration from the γ → ∞ branch, then Newton-type
+        zn = step(z)[0]
+        done = np.max(np.abs(zn - z)) < 1e-10 * max(1.0, np.max(np.abs(z)))
+        z = 0.5 * (z + zn)
+        if done:
+            break
+    sol = root(lambda v: step(v)[0] - v, z, method="hybr", options={"xtol": 1e-15})
+    zn, Gn, P = step(sol.x)
+    res = float(np.max(np.abs(zn - sol.x)) / max(1.0, np.max(np.abs(zn))))
+    if not np.isfinite(res) or res > 1e-11:
+        raise ConvergenceError("the Dyson fixed point of attention under correlated tokens did not converge",
+                               point={"c": c, "gamma": gamma, "residual": res})
+    return Gn, P
+
+
+def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s):
+    r"""F = ŷᵀQŷ with the signal μŷᵀ in every Y-slot and W − I = Σ_k w_K w_Qᵀ by Woodbury (§15.5, as §12.3)."""
+    Gn, P = _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s)
+    yt, _ = _slots(a1, c, 0.0)
+    Gy = np.einsum("w,wab->ab", sy, Gn) / sy.size          # ŷᵀ G_nn ŷ → ⟨s_y G_nn⟩
+    # rank-one terms coef·(side, block, vector)(side, block, vector)ᵀ; vectors index the Gram (0 = μ)
+    terms = [(al, ("p", R, 0), ("n", C, None)) for R, C, al in _Y_SLOTS]
+    terms += [(al, ("n", R, None), ("p", C, 0)) for R, C, al in yt]
+    for k in range(rank):                                  # Wᵀ = I + w_Q w_Kᵀ in (g, h), W in (l, t)
+        terms += [(-1.0, ("p", _PG, 1 + rank + k), ("p", _PH, 1 + k)),
+                  (-1.0, ("p", _PL, 1 + k), ("p", _PT, 1 + rank + k))]
+
+    def qf(a, b):            # the deterministic equivalent of aᵀ G b (0 across n and p: odd in Y)
+        if a[0] != b[0]:
+            return 0.0
+        return Gy[a[1], b[1]] if a[0] == "n" else P[a[1], b[1]] * gram[a[2], b[2]]
+
+    y = ("n", _NX, None)
+    VGU = np.array([[qf(ti[2], tj[1]) * tj[0] for tj in terms] for ti in terms])
+    yGU = np.array([qf(y, tj[1]) * tj[0] for tj in terms])
+    VGy = np.array([qf(ti[2], y) for ti in terms])
+    return Gy[_NX, _NX] - yGU @ np.linalg.solve(np.eye(len(terms)) + VGU, VGy)
+
+
+def _attention_inputs(act, c, n, geometry, law, kmax, grid, diagonal):
+    from .model import dimension, kernel_constants
+
+    k = kernel_constants(act, diagonal=diagonal, n=n, c=c, snr=geometry.snr)
+    omega, s, sy = law.grid(grid)
+    N = s.size
+    L = (N - 1) // 2
+    r = law.lags(L + 1)[1:]
+    beta = kernel_band(act, dimension(n, c), law, lags=L)
+    # A = B − a1 T: the band's mean minus the mean of a1 XᵀX/p (the diagonal d_n − a1, as §4's dI − a1 I)
+    aw = toeplitz_symbol(beta - k.a1 * r, N, r0=float(k.d) - k.a1)
+    ak = np.array([float(x) for x in act.hermite_coefficients(kmax=kmax, dps=20)])
+    wk = ak[2:] ** 2 / k.s2 if k.s2 > 0 else np.zeros(kmax - 1)
+    noise_w = np.append(wk, max(0.0, 1.0 - wk.sum()))       # orders 2..kmax, the rest white
+    noise_s = np.array([toeplitz_symbol(r ** j, N) for j in range(2, kmax + 1)] + [np.ones(N)])
+    return k, s, sy, aw, noise_w, noise_s
+
+
+def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=None, kmax: int = 8,
+                     grid=None, diagonal: str = "f") -> dict:
+    r"""Attention's training error E_A of the paper's model (W = I + low rank) under a token law, at finite p
+    (docs/theory.md §15.5).
+
+    The kernel is replaced by :math:`K = B + a_1(X^\top WX/p - T) + \sigma\tilde N`: B the deterministic
+    Toeplitz band of :func:`kernel_band` (diagonal d_n), the linear part with the iid slope a1, and a noise
+    whose order-k Hermite part is correlated across entries as :math:`(T_{ab}T_{ss'})^k`, so that
+    :math:`E[\tilde NM\tilde N] = \sum_{k\ge2}(a_k^2/s^2)\,T^{\circ k}\operatorname{tr}_n(T^{\circ k}M)` (orders above
+    ``kmax`` taken white). The pencil of §12.2 (W = I) has a Dyson equation whose n-blocks are Toeplitz,
+    hence Fourier-diagonal: one 3×3 inverse per frequency ω, a 5×5 one on the p side, coupled by the traces
+    :math:`\langle s\,G\rangle`, :math:`\langle s_k G\rangle` and :math:`c\operatorname{tr}_pP`. The signal
+    (μŷᵀ in every Y-slot) and W − I enter by Woodbury, ŷᵀ G ŷ → ⟨s_y G⟩.
+    E_A = −γ²F'(γ), F' by a four-point central difference (relative step 1e-3; about 1e-9 relative).
+
+    With iid tokens (T = I) the value is that of :func:`symattn.memorization_error` (Theorem 1 with d_n).
+
+    Parameters
+    ----------
+    f : str or Activation
+        The activation.
+    c, gamma : float
+        p/n > 0 and the ridge γ > 0.
+    n : int
+        The number of tokens (p = round(c·n)): the band and d_n depend on p.
+    geometry : Geometry, dict or None
+        The Gram matrix of (μ, w_K, w_Q) (rank r allowed); None: μ = 0, W = I.
+    tokens : TokenLaw, dict or None
+        The law of the sequence.
+    kmax : int
+        The highest Hermite order whose noise is coloured.
+    grid : int, optional
+        The ω grid (default :meth:`~symattn.tokens.TokenLaw.grid`).
+    diagonal : {'f', 'zero'}
+        The kernel's diagonal: f (d_n) or zeroed (d = 0), as :func:`symattn.model.kernel_constants`.
+
+    Returns
+    -------
+    dict
+        ``train`` (E_A) and ``F`` (ŷᵀQŷ).
+
+    Examples
+    --------
+    >>> from symattn import memorization_error
+    >>> r = attention_errors("tanh", c=1.0, gamma=1.0, n=500)       # T = I: the generic pencil is Theorem 1
+    >>> bool(abs(r["train"] / memorization_error("tanh", 1.0, 1.0, n=500) - 1) < 1e-8)
+    True
+    >>> round(attention_errors("relu", c=1.0, gamma=0.1, n=500, tokens={"ar1": 0.8})["train"], 3)
+    0.399
+    """
+    from .activations.activation import activation
+    from .model import as_geometry, check_int, check_n
+
+    act = f if hasattr(f, "numpy") else activation(f)
+    c = float(check_c(c))
+    gamma = float(check_gamma(gamma))
+    n = check_n(n)
+    kmax = check_int("kmax", kmax, 2)
+    geo = as_geometry(geometry)
+    law = as_token_law(tokens)
+    k, s, sy, aw, noise_w, noise_s = _attention_inputs(act, c, n, geo, law, kmax, grid, diagonal)
+
+    def F(g):
+        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s)
+
+    h = 1e-3 * gamma
+    Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h) for j in (-2, -1, 1, 2))
+    dF = (8 * (Fp1 - Fm1) - (Fp2 - Fm2)) / (12 * h)
+    return {"train": -gamma * gamma * dF, "F": F(gamma)}

@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import ParameterError
 
-__all__ = ["TokenLaw", "as_token_law", "ar1_density"]
+__all__ = ["TokenLaw", "as_token_law", "ar1_density", "toeplitz_symbol"]
 
 #: the most nodes of the theory's ω grid (:meth:`TokenLaw.grid`)
 GRID_MAX = 1 << 22
@@ -39,6 +39,25 @@ def ar1_density(rho: float, omega):
     """
     omega = np.asarray(omega, dtype=float)
     return (1 - rho * rho) / (1 - 2 * rho * np.cos(omega) + rho * rho)
+
+
+def toeplitz_symbol(r, N: int, r0: float = 1.0) -> np.ndarray:
+    r"""The symbol :math:`r_0 + 2\sum_{k=1}^{L} r_k\cos k\omega_j` of a symmetric Toeplitz sequence on the grid
+    :math:`\omega_j = 2\pi j/N` (one FFT; lags beyond (N − 1)/2 are dropped).
+
+    Examples
+    --------
+    >>> toeplitz_symbol([0.25], 4).round(12).tolist()           # 1 + ½ cos ω at ω = 0, π/2, π, 3π/2
+    [1.5, 1.0, 0.5, 1.0]
+    """
+    r = np.asarray(r, dtype=float)
+    a = np.zeros(N)
+    L = min(r.size, (N - 1) // 2)
+    a[0] = r0
+    a[1:L + 1] = r[:L]
+    if L:
+        a[N - L:] = r[:L][::-1]
+    return np.fft.fft(a).real
 
 
 def _real(name, value, allowed, lo, hi, lo_open=False):
@@ -171,12 +190,7 @@ class TokenLaw:
         return np.linalg.cholesky(self.correlation(n))
 
     def _grid_density(self, N: int) -> np.ndarray:
-        a = np.zeros(N)
-        L = min(self.autocorr.size, (N - 1) // 2)
-        a[0] = 1.0
-        a[1:L + 1] = self.autocorr[:L]
-        a[N - L:] = self.autocorr[:L][::-1]
-        return np.fft.fft(a).real
+        return toeplitz_symbol(self.autocorr, N)
 
     def density(self, omega):
         r"""The spectral density :math:`s(\omega) = 1 + 2\sum_k r_k\cos k\omega` of T (closed form for AR(1)).

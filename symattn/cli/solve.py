@@ -57,8 +57,9 @@ DESCRIPTION = """
 
     Time-correlated tokens (docs/theory.md §15): --ar1 RHO or --autocorr FILE.npy (r_1..r_L) correlate
     the tokens in time, --markov Q makes the labels a +-1 Markov chain. The theory under them is that
-    of linear regression (--model linear); attention under them is not derived yet and is refused
-    (simulate it: symattn simulate ... --ar1 RHO)."""
+    of linear regression, and attention's training error at finite p (needs --n; docs/theory.md
+    §15.5). Attention's test error under them is not derived and is refused (simulate it:
+    symattn simulate ... --ar1 RHO --error test)."""
 EXAMPLES = [
     "symattn solve --activation tanh --c 0.5 --gamma 0.01 0.1 1 10",
     "symattn solve -a relu --c 1 --gamma 0.1 --aligned --snr 1 --json",
@@ -190,7 +191,7 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
         The training error (keys ``E_attention``, ``E_linear``), the test error on a fresh sequence
         (keys ``E_attention_test``, ``E_linear_test``; docs/theory.md §14), or both.
     tokens : TokenLaw, dict or None
-        Time-correlated tokens and/or Markov labels (docs/theory.md §15; model 'linear' only).
+        Time-correlated tokens and/or Markov labels (docs/theory.md §15; attention needs ``n``, training error only).
 
     Returns
     -------
@@ -325,10 +326,11 @@ def run(args) -> int:
         raise ParameterError("tokens", law, "unset with --weights, --heads, --residual or --kernel",
                              hint="the theory under time-correlated tokens (docs/theory.md §15) is linear regression's; "
                                   "simulate the layer: symattn simulate ... --ar1 RHO")
-    if law is not None and args.model != "linear":
-        raise ParameterError("model", args.model, "linear with --ar1, --autocorr or --markov",
-                             hint="the attention theory under time-correlated tokens is not derived yet "
-                                  "(docs/theory.md §15); simulate attention: symattn simulate ... --ar1 RHO")
+    if law is not None and args.model != "linear" and args.n is None:
+        raise ParameterError("n", None, "the number of tokens --n N with --ar1, --autocorr or --markov and --model "
+                                        "attention or both",
+                             hint="the attention theory under correlated tokens is at finite p = round(c n) "
+                                  "(docs/theory.md §15.5)")
     if args.error != "train" and (variant_parameters(args) or layer.weights is not None):
         raise ParameterError("error", args.error, "train with --weights, --heads, --residual or --kernel",
                              hint="the test-error theory (docs/theory.md §14) is of the paper's model; measure the "
