@@ -207,9 +207,10 @@ def _pairing(first, second, shape):
     return M
 
 
-def _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s):
+def _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s, z0=None):
     r"""The Dyson fixed point of the pencil per frequency (docs/theory.md §15.5): returns the n-blocks
-    G_nn(ω) (N, 3, 3) and the p-blocks P (5, 5) of the deterministic equivalent."""
+    G_nn(ω) (N, 3, 3), the p-blocks P (5, 5) of the deterministic equivalent and the unknowns z (a warm
+    start ``z0`` for a nearby γ skips the damped iteration)."""
     from scipy.optimize import root
 
     yt, nz = _slots(a1, c, np.sqrt(s2 / c))
@@ -236,24 +237,24 @@ def _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s):
         return np.concatenate([Pn.ravel(), (np.einsum("jw,wab->jab", noise_s, Gn) / N).ravel()]), Gn, Pn
 
     z = np.concatenate([np.linalg.inv(L0p).ravel(), np.tile(np.linalg.inv(L0n).mean(0).ravel(), K)])
-    for _ in range(20000):                        # damped iteration from the γ → ∞ branch, then Newton-type
+    for _ in range(0 if z0 is not None else 20000):                        # damped iteration from the γ → ∞ branch, then Newton-type
         zn = step(z)[0]
-        done = np.max(np.abs(zn - z)) < 1e-10 * max(1.0, np.max(np.abs(z)))
+        done = np.max(np.abs(zn - z)) < 1e-6 * max(1.0, np.max(np.abs(z)))
         z = 0.5 * (z + zn)
         if done:
             break
-    sol = root(lambda v: step(v)[0] - v, z, method="hybr", options={"xtol": 1e-15})
+    sol = root(lambda v: step(v)[0] - v, z if z0 is None else z0, method="hybr", options={"xtol": 1e-15})
     zn, Gn, P = step(sol.x)
     res = float(np.max(np.abs(zn - sol.x)) / max(1.0, np.max(np.abs(zn))))
     if not np.isfinite(res) or res > 1e-11:
         raise ConvergenceError("the Dyson fixed point of attention under correlated tokens did not converge",
                                point={"c": c, "gamma": gamma, "residual": res})
-    return Gn, P
+    return Gn, P, sol.x
 
 
-def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s):
+def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s, z0=None):
     r"""F = ŷᵀQŷ with the signal μŷᵀ in every Y-slot and W − I = Σ_k w_K w_Qᵀ by Woodbury (§15.5, as §12.3)."""
-    Gn, P = _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s)
+    Gn, P, z = _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s, z0)
     yt, _ = _slots(a1, c, 0.0)
     Gy = np.einsum("w,wab->ab", sy, Gn) / sy.size          # ŷᵀ G_nn ŷ → ⟨s_y G_nn⟩
     # rank-one terms coef·(side, block, vector)(side, block, vector)ᵀ; vectors index the Gram (0 = μ)
@@ -272,7 +273,7 @@ def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s):
     VGU = np.array([[qf(ti[2], tj[1]) * tj[0] for tj in terms] for ti in terms])
     yGU = np.array([qf(y, tj[1]) * tj[0] for tj in terms])
     VGy = np.array([qf(ti[2], y) for ti in terms])
-    return Gy[_NX, _NX] - yGU @ np.linalg.solve(np.eye(len(terms)) + VGU, VGy)
+    return Gy[_NX, _NX] - yGU @ np.linalg.solve(np.eye(len(terms)) + VGU, VGy), z
 
 
 def _attention_inputs(act, c, n, geometry, law, kmax, grid, diagonal):
@@ -355,10 +356,11 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
     law = as_token_law(tokens)
     k, s, sy, aw, noise_w, noise_s = _attention_inputs(act, c, n, geo, law, kmax, grid, diagonal)
 
-    def F(g):
-        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s)
+    def F(g, z0=None):
+        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s, z0)
 
+    F0, z = F(gamma)
     h = 1e-3 * gamma
-    Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h) for j in (-2, -1, 1, 2))
+    Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h, z)[0] for j in (-2, -1, 1, 2))
     dF = (8 * (Fp1 - Fm1) - (Fp2 - Fm2)) / (12 * h)
-    return {"train": -gamma * gamma * dF, "F": F(gamma)}
+    return {"train": -gamma * gamma * dF, "F": F0}

@@ -233,7 +233,7 @@ def test_lr_theory_acceptance_grid():
 
 
 # ----------------------------------------------------------------------------- the front
-def test_front_linear_under_tokens_and_refusal_for_attention():
+def test_front_linear_under_tokens_and_refusals_for_attention():
     law = TokenLaw(ar1=0.5)
     geo = sa.Geometry(snr=1.0)
     E = sa.memorization_error(c=1.0, gamma=[0.1, 1.0], geometry=geo, model="linear", tokens=law)
@@ -241,9 +241,15 @@ def test_front_linear_under_tokens_and_refusal_for_attention():
     Et = sa.generalization_error(c=1.0, gamma=[0.1, 1.0], geometry=geo, model="linear", tokens={"ar1": 0.5})
     assert np.allclose(Et, linear_errors(1.0, [0.1, 1.0], 1.0, law)["test"], rtol=0, atol=0)
     for model in ("attention", "both"):
-        with pytest.raises(ParameterError, match="not derived") as e:
+        with pytest.raises(ParameterError) as e:          # attention under T is at finite p: n is needed
             sa.memorization_error(c=1.0, gamma=0.1, model=model, tokens=law)
+        assert e.value.name == "n"
+        with pytest.raises(ParameterError, match="W = I \\+ low rank only") as e:
+            sa.Layer("tanh", residual=True).theory(1.0, 0.1, n=100, model=model, tokens=law)
         assert e.value.name == "tokens"
+        with pytest.raises(ParameterError, match="not derived") as e:
+            sa.generalization_error(c=1.0, gamma=0.1, n=100, model=model, tokens=law)
+        assert e.value.name == "error"
     with pytest.raises(ParameterError) as e:
         sa.memorization_error(c=1.0, gamma=0.1, model="linear", tokens=law, backend="mpmath")
     assert e.value.name == "backend"
@@ -279,7 +285,8 @@ def test_cli_solve_linear_under_tokens(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv,name", [
-    (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "both", "--error", "both", "--ar1", 0.5, "--json"], "model"),
+    (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "both", "--error", "both", "--ar1", 0.5, "--json"], "n"),
+    (["solve", "--c", 0.5, "--gamma", 0.1, "--n", 100, "--model", "both", "--error", "both", "--ar1", 0.5], "error"),
     (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--ar1", 1.0], "ar1"),
     (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--markov", 0], "markov"),
     (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--ar1", 0.5, "--residual"], "tokens"),
