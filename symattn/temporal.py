@@ -341,8 +341,8 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
     >>> r = attention_errors("tanh", c=1.0, gamma=1.0, n=500)       # T = I: the generic pencil is Theorem 1
     >>> bool(abs(r["train"] / memorization_error("tanh", 1.0, 1.0, n=500) - 1) < 1e-8)
     True
-    >>> round(attention_errors("relu", c=1.0, gamma=0.1, n=500, tokens={"ar1": 0.8})["train"], 3)
-    0.399
+    >>> round(attention_errors("relu", c=1.0, gamma=0.1, n=500, tokens={"ar1": 0.8})["train"], 3)   # MC: 0.62
+    0.618
     """
     from .activations.activation import activation
     from .model import as_geometry, check_int, check_n
