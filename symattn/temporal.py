@@ -363,4 +363,4 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
     h = 1e-3 * gamma
     Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h, z)[0] for j in (-2, -1, 1, 2))
     dF = (8 * (Fp1 - Fm1) - (Fp2 - Fm2)) / (12 * h)
-    return {"train": -gamma * gamma * dF, "F": F0}
+    return {"train": float(-gamma * gamma * dF), "F": float(F0)}
