@@ -103,14 +103,19 @@ def test_front_and_cli_under_tokens(capsys):
 
     from symattn.cli import main
 
-    with pytest.warns(AccuracyWarning, match="gamma < 1"):
+    with pytest.warns(AccuracyWarning, match="n = 300 < 500"):
         r = sa.Layer("tanh").theory(1.0, [0.1, 1.0], n=300, tokens={"ar1": 0.5}, model="both")
+    with pytest.warns(AccuracyWarning, match="gamma < 1 at n = 500"):
+        sa.Layer("tanh").theory(1.0, 0.1, n=500, tokens={"ar1": 0.5})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AccuracyWarning)          # the measured region: no warning
+        sa.Layer("tanh").theory(1.0, 1.0, n=500, tokens={"ar1": 0.5})
     ref = [attention_errors("tanh", 1.0, g, n=300, tokens={"ar1": 0.5})["train"] for g in (0.1, 1.0)]
     np.testing.assert_allclose(r.attention, ref, rtol=1e-14)
     assert r.parameters["engine"] == "temporal"
     code = main(["solve", "--c", "1", "--gamma", "1", "--n", "300", "--ar1", "0.5", "--model", "both", "--json"])
     out = capsys.readouterr().out
-    assert code == 0 and json.loads(out)["E_attention"] == pytest.approx(ref[1], rel=1e-14)
+    assert code == 0 and json.loads(out)["E_attention"] == pytest.approx([ref[1]], rel=1e-14)
 
 
 @pytest.mark.slow
