@@ -106,11 +106,11 @@ def test_front_and_cli_under_tokens(capsys):
 
     with pytest.warns(AccuracyWarning, match="n = 300 < 500"):
         r = sa.Layer("tanh").theory(1.0, [0.1, 1.0], n=300, tokens={"ar1": 0.5}, model="both")
-    with pytest.warns(AccuracyWarning, match="gamma < 1 at n = 500"):
-        sa.Layer("tanh").theory(1.0, 0.1, n=500, tokens={"ar1": 0.5})
+    with pytest.warns(AccuracyWarning, match="n = 500 < 1000"):
+        sa.Layer("tanh").theory(1.0, 1.0, n=500, tokens={"ar1": 0.5})
     with warnings.catch_warnings():
         warnings.simplefilter("error", AccuracyWarning)          # the measured region: no warning
-        sa.Layer("tanh").theory(1.0, 1.0, n=500, tokens={"ar1": 0.5})
+        sa.Layer("tanh").theory(1.0, 0.1, n=1000, tokens={"ar1": 0.5})
         sa.Layer("relu").theory(2.0, 0.01, n=1000, geometry=sa.Geometry.aligned(0.0), tokens={"ar1": 0.8})
     with pytest.warns(AccuracyWarning, match="a signal at gamma < 0.1"):
         sa.Layer("relu").theory(1.0, 0.01, n=1000, geometry=sa.Geometry.aligned(1.0), tokens={"ar1": 0.65})
