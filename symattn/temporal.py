@@ -143,7 +143,8 @@ def kernel_band(f, p: int, tokens=None, lags: int = 64, nodes: int = 96) -> np.n
     .. math::  \beta_k = E\,K_{t,t+k} = \frac1{\sqrt p}\,E f\big(\sqrt p\,r_k + \sqrt{1+r_k^2}\,g\big),\qquad k \ge 1,
 
     by Gauss–Hermite quadrature (f centred as everywhere; the rule's value at r_k = 0, which should be
-    E f(g) = 0, is subtracted, so that iid lags give exactly 0 also for f with a kink). Near lags (√p r_k ≫ 1) see f at large arguments, as the
+    E f(g) = 0, is subtracted, so that iid lags give exactly 0 also for f with a kink). Near lags
+    (√p r_k ≫ 1) see f at large arguments, as the
     diagonal does (§1.3); with iid tokens β_k = 0. Its operator norm is ≈ max_ω |2 Σ_k β_k cos kω|.
 
     Parameters
@@ -199,7 +200,8 @@ def _slots(a1, c, sigma):
 
 
 def _pairing(first, second, shape):
-    """M[a, b, k, l] = Σ α β over slot pairs (a, k, α) ∈ first, (l, b, β) ∈ second: Σ_ab = Σ_kl M E[R G_kl R']."""
+    """M[a, b, k, l] = Σ α β over slot pairs (a, k, α) ∈ first, (l, b, β) ∈ second,
+    so that the self-energy is Σ_ab = Σ_kl M[a, b, k, l] E[R G_kl R']."""
     M = np.zeros(shape)
     for a, k, al in first:
         for l, b, be in second:
@@ -237,7 +239,8 @@ def _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s, z0=None):
         return np.concatenate([Pn.ravel(), (np.einsum("jw,wab->jab", noise_s, Gn) / N).ravel()]), Gn, Pn
 
     z = np.concatenate([np.linalg.inv(L0p).ravel(), np.tile(np.linalg.inv(L0n).mean(0).ravel(), K)])
-    for _ in range(0 if z0 is not None else 20000):                        # damped iteration from the γ → ∞ branch, then Newton-type
+    # a damped iteration from the γ → ∞ branch (skipped with a warm start), then Powell's hybrid method
+    for _ in range(0 if z0 is not None else 20000):
         zn = step(z)[0]
         done = np.max(np.abs(zn - z)) < 1e-6 * max(1.0, np.max(np.abs(z)))
         z = 0.5 * (z + zn)
@@ -253,7 +256,8 @@ def _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s, z0=None):
 
 
 def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s, z0=None):
-    r"""F = ŷᵀQŷ with the signal μŷᵀ in every Y-slot and W − I = Σ_k w_K w_Qᵀ by Woodbury (§15.5, as §12.3)."""
+    r"""F = ŷᵀQŷ with the signal μŷᵀ in every Y-slot and W − I = Σ_k w_K w_Qᵀ by Woodbury (§15.5, as §12.3);
+    returns F and the Dyson unknowns (a warm start for a nearby γ)."""
     Gn, P, z = _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s, z0)
     yt, _ = _slots(a1, c, 0.0)
     Gy = np.einsum("w,wab->ab", sy, Gn) / sy.size          # ŷᵀ G_nn ŷ → ⟨s_y G_nn⟩
