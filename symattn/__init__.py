@@ -5,11 +5,11 @@ import-linter in tests/test_architecture.py):
 
 0. ``errors``, ``validation``, ``timeouts``, ``gauss`` -- exceptions, checks, time limits, quadrature rules
 1. ``activations`` -- activations and their Hermite expansions
-2. ``model``       -- parameters, geometry, the linearised kernel's constants
+2. ``model``       -- parameters, geometry, the linearised kernel's constants; ``tokens`` -- the law of the sequence
 3. ``systems``     -- the deterministic-equivalent systems as SymPy objects
 4. ``backends``    -- arithmetic contexts, quadrature, compiled kernels, solvers, finite-p numerics
 5. ``theory``, ``montecarlo``, ``realweights`` -- the deterministic equivalents, exact simulation, weights
-   ``generalization`` -- the test error of the readout, on top of ``theory``
+   ``generalization`` -- the test error of the readout, on top of ``theory``; ``temporal`` -- ridge under correlated tokens
 6. ``layer``       -- the :class:`Layer` front: one description, the theory engines' registry, ``memorization_error``, ``simulate``
 7. ``limits``, ``sensitivity`` -- leading terms and derivatives
 8. ``codegen``, ``figures``, ``verification``, ``sweep`` -- generated solvers, the paper's figures, the checks, sweeps
@@ -29,6 +29,7 @@ _PUBLIC = {
     "activation": "activations",
     "CATALOG": "activations",
     "Geometry": "model",
+    "TokenLaw": "tokens",
     "KernelConstants": "model",
     "kernel_constants": "model",
     "SymattnError": "errors",

@@ -568,7 +568,7 @@ class Layer:
     @known_keywords
     def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
                *, model: str = "attention", errors: str = "raise", structure: str = "auto", method=None,
-               error: str = "train"):
+               error: str = "train", tokens=None):
         r"""The deterministic equivalent of this layer's training error E(γ) = −γ² F'(γ) (or its test error),
         by the engine of :meth:`engine`.
 
@@ -599,6 +599,12 @@ class Layer:
             E_test = E(1/n)‖y′ − Φ′ᵀβ‖² of the readout on a fresh sequence
             (:func:`symattn.generalization.solve_test`, docs/theory.md §14; paper engine, γ > 0,
             no correction).
+        tokens : TokenLaw, dict or None
+            The law of the sequence (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15). Tokens
+            correlated in time or Markov labels: ridge regression on X (:func:`symattn.temporal.linear_errors`)
+            and, for the paper's layer only and with ``n``, attention's training error
+            (:func:`symattn.temporal.attention_errors`, §15.5; an AccuracyWarning outside the measured region).
+            Other layers, and attention's test error, raise ParameterError (simulate them).
 
         Returns
         -------
@@ -619,6 +625,11 @@ class Layer:
             raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
         if errors not in ERRORS_CHOICES:
             raise ParameterError("errors", errors, "'raise' or 'nan'")
+        from .tokens import as_token_law
+
+        law = as_token_law(tokens)
+        if not law.is_iid:
+            return _correlated(self, c, gamma, law, mu, geometry, n, model, backend, correction, error)
         name = self.engine("auto" if self.weights is None else structure, backend)
         eng = THEORY_ENGINES[name]
         given = {"mu": mu, "geometry": geometry, "correction": correction, "method": method,
@@ -717,7 +728,7 @@ class Layer:
     def simulate(self, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), mu=None, geometry=None, draws: int = 8,
                  seed=0, *, backend: str = "numpy", device=None, progress=None, models=MODELS,
                  trace_estimator: bool = False, dtype: str = "float64", method: str = "auto", batch=None,
-                 error="train"):
+                 error="train", tokens=None):
         r"""Exact Monte Carlo of E_A and E_LR for this layer at n tokens (docs/theory.md §2), train and/or test.
 
         Per draw X = μyᵀ + Z (p×n, p = round(c·n)), Φ as the layer says, M = ΦᵀΦ/n, and
@@ -734,6 +745,8 @@ class Layer:
         error : 'train', 'test', 'both' or a tuple of them
             The training errors (``attention``, ``linear``) and/or the test errors on a fresh
             sequence per draw (``attention_test``, ``linear_test``; docs/theory.md §14).
+        tokens : TokenLaw, dict or None
+            The law of the sequence: time-correlated tokens and/or Markov labels (docs/theory.md §15).
 
         Returns
         -------
@@ -752,7 +765,7 @@ class Layer:
             device=device, diagonal=self.diagonal, weights=self.weights, mu=mu, progress=progress, models=models,
             trace_estimator=trace_estimator, dtype=dtype, method=method, residual=self.residual,
             heads=None if self.heads is None else list(self.heads), readout=self.readout, kernel=self.kernel,
-            temperature=self.temperature, batch=batch, error=error)
+            temperature=self.temperature, batch=batch, error=error, tokens=tokens)
         res.provenance["parameters"]["layer"] = self.to_dict()
         res.provenance["parameters"]["layer_digest"] = self.digest
         return res
@@ -818,6 +831,96 @@ def _activation_text(act) -> str | None:
         return str(expr) if expr is not None else f"callable:{act.name}"
     # a plain callable is identified by the object itself: equal digests mean the same function object
     return f"callable:{getattr(act, '__qualname__', type(act).__name__)}@{id(act):x}"
+
+
+def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correction, error):
+    """Layer.theory under a token law other than the paper's (docs/theory.md §15): ridge regression on X
+    (§15.2) and, for the paper's layer (W = I + low rank), attention's training error at finite p (§15.5)."""
+    from .model import as_geometry
+    from .temporal import attention_errors, linear_errors
+    from .theory import TheoryResult
+
+    if model != "linear":
+        if layer.engine("auto", backend) != "paper":
+            raise ParameterError("tokens", law, "None (iid tokens and labels) with weights=, heads=, residual= or "
+                                                "kernel='softmax' and model='attention' or 'both'",
+                                 hint="the attention theory under time-correlated tokens is derived for the paper's "
+                                      "model W = I + low rank only (docs/theory.md §15.5): take model='linear', or "
+                                      "simulate this layer")
+        if error != "train":
+            raise ParameterError("error", error, "'train' with tokens= and model='attention' or 'both'",
+                                 hint="the test error of attention under correlated tokens is not derived "
+                                      "(docs/theory.md §15.5): simulate it with error='test'")
+        if n is None:
+            raise ParameterError("n", None, "the number of tokens (an integer >= 2) with tokens= and "
+                                            "model='attention' or 'both'",
+                                 hint="the kernel's band under correlated tokens depends on p = round(c·n) "
+                                      "(docs/theory.md §15.5)")
+        from .model import check_n
+
+        n = check_n(n)
+    if backend != "numpy":
+        raise ParameterError("backend", backend, "'numpy' with tokens= (docs/theory.md §15)")
+    if correction is not None:
+        raise ParameterError("correction", correction, "None with tokens= (docs/theory.md §15)")
+    geo = as_geometry(geometry)
+    snr = float(np.dot(np.ravel(mu), np.ravel(mu))) if mu is not None else geo.snr
+    cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
+    out = {"model": model, "error": error}
+    if model != "attention":
+        r = linear_errors(c, gamma, snr=snr, tokens=law)
+        out.update(linear=r[error], F_linear=r["F"])
+    if model != "linear":
+        E, F = np.empty(cb.shape), np.empty(cb.shape)
+        for idx in np.ndindex(cb.shape):
+            r = attention_errors(layer.activation, cb[idx], gb[idx], n=n, geometry=geo, tokens=law,
+                                 diagonal=layer.diagonal)
+            E[idx], F[idx] = r["train"], r["F"]
+        out.update(attention=E, F_attention=F)
+        text = _correlated_accuracy(cb, gb, n, snr, law, layer.activation_name)
+        if text is not None:
+            from .errors import AccuracyWarning
+
+            warnings.warn(AccuracyWarning(text), stacklevel=_caller_level())
+    return TheoryResult(c=cb.copy(), gamma=gb.copy(), **out,
+                        parameters={"backend": "numpy", "dps": None, "tokens": law.as_dict(), "snr": snr, "n": n,
+                                    "engine": "temporal", "error": error, "layer": layer.to_dict(),
+                                    "layer_digest": layer.digest})
+
+
+#: where the attention theory under correlated tokens was measured within max(3 se, 3 %) (docs/theory.md §15.5):
+#: every cell of the grid at n = 1000; at n = 500, 15 of 288 grid cells miss (and 4 ReLU cells of §15.4's table);
+#: with a signal at γ < 0.1 one held-out cell misses at n = 1000 (ReLU, ρ = 0.65, γ = 0.01: +6.3 %, 3.2 se)
+_CORRELATED_VALIDATED = {"activations": ("tanh", "relu", "gelu", "erf"), "gamma": 0.01, "n": (500, 1000),
+                         "r1": 0.8, "c": (0.5, 2.0)}
+
+
+def _correlated_accuracy(c, gamma, n, snr, law, name):
+    """The AccuracyWarning text for attention under correlated tokens outside the validated region, or None."""
+    v = _CORRELATED_VALIDATED
+    r1 = float(abs(law.lags(2)[1]))
+    out = []
+    if name not in v["activations"]:
+        out.append(f"activation {name!r} is not among the measured {', '.join(v['activations'])}")
+    if n < v["n"][0]:
+        out.append(f"n = {n} < {v['n'][0]} (not measured)")
+    elif n < v["n"][1]:
+        out.append(f"n = {n} < {v['n'][1]}: at n = 500, 15 of the 288 grid cells (all at gamma <= 0.1) and 4 ReLU "
+                   "cells at r_1 = 0.5, c = 1 (gamma = 0.1, 1) miss max(3 se, 3 %), by up to +12 %")
+    if np.any(gamma < v["gamma"]):
+        out.append(f"gamma < {v['gamma']:g} (not measured)")
+    elif snr > 0 and np.any(gamma < 0.1):
+        out.append("a signal at gamma < 0.1: the lag-dependent slope of the kernel is not in the theory (a held-out "
+                   "cell at n = 1000 misses by +6.3 %: ReLU, r_1 = 0.65, gamma = 0.01)")
+    if r1 > v["r1"]:
+        out.append(f"r_1 = {r1:g} > {v['r1']:g} (the largest measured correlation; at 0.9 the signal's gain is "
+                   "underestimated by up to 30 % for cos)")
+    if np.any((c < v["c"][0]) | (c > v["c"][1])):
+        out.append(f"c outside the measured [{v['c'][0]:g}, {v['c'][1]:g}]")
+    if not out:
+        return None
+    return ("the attention theory under correlated tokens (docs/theory.md §15.5) is not validated here: "
+            + "; ".join(out))
 
 
 def _zero_ridge(gamma) -> bool:
@@ -961,7 +1064,8 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
                        backend: str = "numpy", dps: int | None = None, n: int | None = None,
                        diagonal: str = "f", correction: str | None = None, errors: str = "raise",
                        residual: bool = False, heads=None, readout: str = "concat", kernel: str = "entrywise",
-                       temperature=None, weights=None, mu=None, structure: str = "auto", error: str = "train"):
+                       temperature=None, weights=None, mu=None, structure: str = "auto", error: str = "train",
+                       tokens=None):
     r"""Deterministic-equivalent training (memorisation) error E(γ) = −γ² F'(γ), or with error='test' the
     test error (:func:`generalization_error`).
 
@@ -1025,6 +1129,9 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     error : {'train', 'test'}
         The training error (default) or the test error on a fresh sequence (docs/theory.md §14;
         the paper's model, γ > 0).
+    tokens : TokenLaw, dict or None
+        The law of the sequence (docs/theory.md §15): with correlated tokens or Markov labels only
+        model='linear' has a theory (:meth:`Layer.theory`).
 
     Returns
     -------
@@ -1057,7 +1164,7 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
     layer = Layer(f, weights=weights, heads=heads, readout=readout, residual=residual, kernel=kernel,
                   temperature=temperature, diagonal=diagonal)
     return layer.theory(c, gamma, mu=mu, geometry=geometry, n=n, correction=correction, backend=backend, dps=dps,
-                        model=model, errors=errors, structure=structure, error=error).E
+                        model=model, errors=errors, structure=structure, error=error, tokens=tokens).E
 
 
 @known_keywords
@@ -1065,7 +1172,7 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
                          backend: str = "numpy", dps: int | None = None, n: int | None = None,
                          diagonal: str = "f", errors: str = "raise", correction=None, residual: bool = False,
                          heads=None, readout: str = "concat", kernel: str = "entrywise", temperature=None,
-                         weights=None, mu=None, structure: str = "auto"):
+                         weights=None, mu=None, structure: str = "auto", tokens=None):
     r"""Deterministic-equivalent test (generalisation) error of the ridge readout (docs/theory.md §14).
 
     β = (ΦΦᵀ/n + γ)^{-1}Φy/n is fitted on one sequence and tested on a fresh one (X′, y′) of the same
@@ -1076,7 +1183,7 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
 
     Parameters
     ----------
-    f, c, gamma, geometry, model, backend, dps, n, diagonal, errors
+    f, c, gamma, geometry, model, backend, dps, n, diagonal, errors, tokens
         As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
     correction, residual, heads, readout, kernel, temperature, weights, mu, structure
         The keywords of :func:`memorization_error`, so that both take the same ones; the test-error theory
@@ -1098,6 +1205,9 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> E = generalization_error("tanh", c=0.5, gamma=1.0, geometry=Geometry.aligned(1.0), model="both")
     >>> round(float(E["linear"]), 4)                      # the closed form of docs/theory.md §14.4
     0.6375
+    >>> E = generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear", tokens={"ar1": 0.8})
+    >>> bool(E < generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear"))
+    True
     """
     other = {"correction": (correction, None), "residual": (residual, False), "heads": (heads, None),
              "readout": (readout, "concat"), "kernel": (kernel, "entrywise"), "temperature": (temperature, None),
@@ -1109,7 +1219,7 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
                                  "W = I + Σ w_K w_Qᵀ (docs/theory.md §14)",
                                  hint="simulate(..., error='test') measures the other layers")
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                              diagonal=diagonal, errors=errors, error="test")
+                              diagonal=diagonal, errors=errors, error="test", tokens=tokens)
 
 
 @known_keywords
@@ -1118,7 +1228,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
              progress=None, models=MODELS, trace_estimator: bool = False,
              dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
              readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None, W=None,
-             error="train"):
+             error="train", tokens=None):
     r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n, train and/or test.
 
     ``Layer(f, weights, heads, readout, residual, kernel, temperature, diagonal).simulate(n, c, gamma, mu,
@@ -1142,6 +1252,8 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
         The layer's variant (:class:`Layer`).
     error : 'train', 'test', 'both' or a tuple of them
         Training errors and/or test errors on a fresh sequence per draw (docs/theory.md §14).
+    tokens : TokenLaw, dict or None
+        Time-correlated tokens and/or Markov labels (docs/theory.md §15).
 
     Returns
     -------
@@ -1165,7 +1277,7 @@ def simulate(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geometry=None
                       temperature=temperature, diagonal=diagonal)
         return layer.simulate(n, c, gamma, mu=mu, geometry=geometry, draws=draws, seed=seed, backend=backend,
                               device=device, progress=progress, models=models, trace_estimator=trace_estimator,
-                              dtype=dtype, method=method, batch=batch, error=error)
+                              dtype=dtype, method=method, batch=batch, error=error, tokens=tokens)
     except ParameterError as err:
         if W is None or err.name not in ("weights", "heads"):
             raise

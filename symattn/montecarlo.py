@@ -300,19 +300,34 @@ def draw_generators(seed, draws: int) -> list:
     return [np.random.default_rng(child) for child in ss.spawn(draws)]
 
 
-def sample_tokens(n: int, p: int, mu=None, rng=None):
+def sample_tokens(n: int, p: int, mu=None, rng=None, tokens=None, chol=None):
     r"""One draw of the tokens: returns ``(X, y)`` with :math:`X = \mu y^\top + Z` (p×n).
 
     - y: ``rng.permutation`` of n − ⌊n/2⌋ entries +1 and ⌊n/2⌋ entries −1 (balanced; one
       extra +1 when n is odd), drawn first;
     - Z: ``rng.standard_normal((p, n))``, i.e. :math:`z_i \sim \mathcal N(0, I_p)`, drawn second;
-    - mu: a vector of shape (p,), or None for μ = 0.
+    - mu: a vector of shape (p,), or None for μ = 0;
+    - tokens: a :class:`~symattn.tokens.TokenLaw` (docs/theory.md §15): y from its label law and
+      Z = G Lᵀ, G the draw above and L the Cholesky factor of T (``chol``, when the caller keeps it).
+      T = I with iid labels draws exactly the numbers above.
+
+    Examples
+    --------
+    >>> from symattn.tokens import TokenLaw
+    >>> X0, y0 = sample_tokens(6, 3, rng=1)
+    >>> X1, y1 = sample_tokens(6, 3, rng=1, tokens=TokenLaw(ar1=0.0))
+    >>> bool((X0 == X1).all() and (y0 == y1).all())
+    True
     """
     rng = np.random.default_rng(rng)
-    y = np.ones(n)
-    y[: n // 2] = -1.0
-    y = rng.permutation(y)
-    X = rng.standard_normal((p, n))
+    if tokens is None:
+        y = np.ones(n)
+        y[: n // 2] = -1.0
+        y = rng.permutation(y)
+        X = rng.standard_normal((p, n))
+    else:
+        y = tokens.labels(n, rng)
+        X = tokens.noise(p, n, rng, chol)
     if mu is not None:
         mu = np.asarray(mu, dtype=float)
         if mu.shape != (p,):
@@ -1377,7 +1392,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
              progress=None, models=MODELS, trace_estimator: bool = False,
              dtype: str = "float64", method: str = "auto", residual: bool = False, heads=None,
              readout: str = "concat", kernel: str = "entrywise", temperature=None, batch=None,
-             error="train") -> SimulationResult:
+             error="train", tokens=None) -> SimulationResult:
     r"""Exact Monte Carlo of E_A (attention) and E_LR (linear regression) at finite n: the engine of
     :meth:`symattn.Layer.simulate` and :func:`symattn.simulate`.
 
@@ -1431,6 +1446,10 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         after the training tokens, so the training draws are unchanged) and
         E_test(γ) = (1/n)‖y′ − Φ′ᵀβ(γ)‖², β(γ) = (ΦΦᵀ/n + γ)^{-1}Φy/n (``attention_test``,
         ``linear_test``; docs/theory.md §14); one more ``eigh`` per draw and model.
+    tokens : TokenLaw, dict or None
+        The law of the sequence (docs/theory.md §15): tokens correlated in time, Z = G Lᵀ with
+        T = LLᵀ (one Cholesky factor per run), and iid or Markov labels; the test sequence has the
+        same law. None (or T = I with iid labels): the paper's draws, bit for bit.
 
     Returns
     -------
@@ -1507,6 +1526,10 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         if variant.heads is not None:
             wk = wq = None
 
+    from .tokens import as_token_law
+
+    law = as_token_law(tokens)
+    law, chol = (None, None) if law.is_iid else (law, law.cholesky(n))
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     rngs = draw_generators(ss, draws)
     keys = ((list(models) + ([m + "_trace" for m in models] if trace_estimator else [])) if "train" in errs else [])
@@ -1524,22 +1547,22 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         size = (1 if not variant.is_default or not ops.batched or "test" in errs
                 else _batch_size(batch, ops, n, p, draws, models))
         for k0 in range(0, draws, size):
-            tokens = [sample_tokens(n, p, mu, rng) for rng in rngs[k0:k0 + size]]
+            drawn = [sample_tokens(n, p, mu, rng, law, chol) for rng in rngs[k0:k0 + size]]
             if size == 1:
-                res = _draw(ops, act, *tokens[0], gamma, wk, wq, W, diagonal, models, trace_estimator, method,
+                res = _draw(ops, act, *drawn[0], gamma, wk, wq, W, diagonal, models, trace_estimator, method,
                             variant) if "train" in errs else {}
                 if "test" in errs:
                     with np.errstate(over="ignore", invalid="ignore"):
-                        res.update(_test_errors(ops, act, *tokens[0], *sample_tokens(n, p, mu, rngs[k0]), gamma, wk,
-                                                wq, W, diagonal, models, variant))
+                        res.update(_test_errors(ops, act, *drawn[0], *sample_tokens(n, p, mu, rngs[k0], law, chol),
+                                                gamma, wk, wq, W, diagonal, models, variant))
                 results = [res]
             else:
-                results = _draws_batched(ops, act, [t[0] for t in tokens], [t[1] for t in tokens], gamma, wk, wq,
+                results = _draws_batched(ops, act, [t[0] for t in drawn], [t[1] for t in drawn], gamma, wk, wq,
                                          W, diagonal, models, trace_estimator)
             for k, res in enumerate(results, start=k0):
                 for key in keys:
                     per_draw[key][k] = res[key]
-            del tokens, results  # before the next draws allocate their own
+            del drawn, results  # before the next draws allocate their own
             bar.update(size if k0 + size <= draws else draws - k0)
     seconds = time.perf_counter() - t0
 
@@ -1559,6 +1582,7 @@ def exact_monte_carlo(f, n: int = 1024, c: float = 0.5, gamma=(1e-2, 1e-1), geom
         "geometry": None if explicit else geo.as_dict(),
         "W": _digest(W) if explicit else None, "mu": _digest(mu) if explicit else None,
         "models": list(models), "method": method, "trace_estimator": bool(trace_estimator), "error": list(errs),
+        **({} if law is None else {"tokens": law.as_dict()}),
         **({} if variant.is_default else {"variant": variant.as_dict()})})
     return result
 

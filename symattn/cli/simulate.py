@@ -33,6 +33,10 @@ DESCRIPTION = """
     there: E_test = (1/n)||y' - Phi'^T beta||^2 (docs/theory.md §14), for every layer (weights,
     heads, residual, softmax). Keys E_attention_test, E_linear_test.
 
+    Time-correlated tokens (docs/theory.md §15): --ar1 RHO (E[z_t z_s^T] = RHO^|t-s| I) or
+    --autocorr FILE.npy (the autocorrelation r_1..r_L), Z = G L^T with T = L L^T; --markov Q draws the
+    labels as a +-1 Markov chain with persistence Q. The test sequence has the same law.
+
     JSON: {"gamma", "n", "p", "draws", "E_attention": {"mean", "sem"},
     "E_linear": {"mean", "sem"}, "provenance"}; with several c, {"c": [...], "runs": [one such
     object per c], "provenance"}. "provenance" records the seed, the parameters, the layer, the
@@ -47,6 +51,7 @@ EXAMPLES = [
     "symattn simulate -a gelu --c 1 2 --gamma 0.01 0.1 --weights minilm:1 --mu top --snr 2   # n = 384/c",
     "symattn simulate --n 500 --c 0.5 --gamma 1e-3 --kernel softmax --temperature 2 --diagonal zero",
     "symattn simulate -a tanh --n 1000 --c 1 --gamma 0.01 0.1 1 10 --aligned --snr 1 --draws 16 --error both",
+    "symattn simulate -a relu --n 500 --c 0.5 --gamma 0.01 1 --ar1 0.9 --markov 0.8 --error both --json",
 ]
 
 
@@ -72,11 +77,14 @@ def add_parser(subparsers):
                    help="train: the memorisation error (default); test: the readout scored on a fresh sequence "
                         "per draw (docs/theory.md §14); both: the two, columns E_*_test beside E_*")
     add_progress_flag(p)
+    from .tokens import add_tokens_args
+
+    add_tokens_args(p)
     return finish_command(p, run)
 
 
 def simulate_data(layer, n: int, c: float, gamma, mu=None, geometry=None, draws: int = 4, seed: int = 0,
-                  backend: str = "numpy", device: str | None = None, progress=None, error="train") -> dict:
+                  backend: str = "numpy", device: str | None = None, progress=None, error="train", tokens=None) -> dict:
     """The ``symattn simulate --json`` object of one c: :meth:`SimulationResult.to_dict` of
     :meth:`symattn.Layer.simulate`.
 
@@ -90,7 +98,7 @@ def simulate_data(layer, n: int, c: float, gamma, mu=None, geometry=None, draws:
     ['E_attention', 'E_attention_test']
     """
     res = layer.simulate(n, c, gamma, mu=mu, geometry=geometry, draws=draws, seed=seed, backend=backend,
-                         device=device, progress=progress, error=error)
+                         device=device, progress=progress, error=error, tokens=tokens)
     return res.to_dict()
 
 
@@ -120,14 +128,18 @@ def run(args) -> int:
 
     from .general_w import layer_from_args, signal_from_args
 
+    from .tokens import tokens_from_args, tokens_parameters
+
     layer = layer_from_args(args)
+    law = tokens_from_args(args)
     mu, geometry, signal_text = signal_from_args(args, layer)
     runs = []
     for c in args.c:
         n = _tokens(args, layer, c)
         try:
             runs.append(simulate_data(layer, n, c, args.gamma, mu, geometry, args.draws, args.seed, args.backend,
-                                      args.device, progress=False if args.no_progress else None, error=args.error))
+                                      args.device, progress=False if args.no_progress else None, error=args.error,
+                                      tokens=law))
         except np.linalg.LinAlgError as exc:  # LAPACK on a matrix with inf/NaN entries
             raise ParameterError("activation", args.activation, "an activation whose kernel stays finite in float64 "
                                  f"at n={n}, c={c:g}",
@@ -137,7 +149,8 @@ def run(args) -> int:
         params = {"command": "simulate", "activation": args.activation, "n": args.n, "c": list(args.c),
                   "gamma": list(args.gamma), "geometry": None if geometry is None else geometry.as_dict(),
                   "weights": args.weights, "mu": args.mu, "snr": args.snr, "draws": args.draws,
-                  "diagonal": args.diagonal, "device": args.device, "error": args.error, **variant_parameters(args)}
+                  "diagonal": args.diagonal, "device": args.device, "error": args.error, **variant_parameters(args),
+                  **tokens_parameters(law)}
         for data in runs:   # the library's own provenance of each run, with the command line's parameters added
             data["provenance"]["parameters"] = {**params, **data["provenance"].get("parameters", {})}
         if len(runs) == 1:
@@ -148,6 +161,8 @@ def run(args) -> int:
         print(f"activation {args.activation}: c = {fmt(c)}, n = {data['n']}, p = {data['p']}, "
               f"draws = {data['draws']}, seed = {args.seed}, backend = {args.backend}")
         print(signal_text)
+        if law is not None:
+            print(f"tokens: {law!r} (docs/theory.md §15)")
         if layer.engine() != "paper":
             print(f"layer: {layer!r}")
         keys = [k for k in ("E_attention", "E_linear", "E_attention_test", "E_linear_test") if data.get(k)]

@@ -53,7 +53,13 @@ DESCRIPTION = """
     Variants (docs/theory.md §13; E_linear stays the plain ridge on X): --residual, --heads with
     --readout concat|sum, --kernel softmax --temperature TAU (with --diagonal zero and --n; gamma
     is the softmax layer's own ridge). With --weights, only --residual (the residual layer of that
-    one head). What the theory does not cover is refused with the reason."""
+    one head). What the theory does not cover is refused with the reason.
+
+    Time-correlated tokens (docs/theory.md §15): --ar1 RHO or --autocorr FILE.npy (r_1..r_L) correlate
+    the tokens in time, --markov Q makes the labels a +-1 Markov chain. The theory under them is that
+    of linear regression, and attention's training error at finite p (needs --n; docs/theory.md
+    §15.5). Attention's test error under them is not derived and is refused (simulate it:
+    symattn simulate ... --ar1 RHO --error test)."""
 EXAMPLES = [
     "symattn solve --activation tanh --c 0.5 --gamma 0.01 0.1 1 10",
     "symattn solve -a relu --c 1 --gamma 0.1 --aligned --snr 1 --json",
@@ -67,6 +73,7 @@ EXAMPLES = [
     "symattn solve -a tanh --c 0.5 --gamma 0.1 1 --heads minilm:2 --readout sum",
     "symattn solve --c 0.5 --gamma 1e-3 --kernel softmax --temperature 2 --diagonal zero --n 1000",
     "symattn solve -a tanh --c 0.5 1 2 --gamma 0.01 0.1 1 --aligned --snr 1 --error both   # train and test",
+    "symattn solve --c 0.5 1 --gamma 0.1 1 --snr 1 --model linear --error both --ar1 0.5 --markov 0.9",
 ]
 NOTES = """Exit code 3 when the solver does not converge at some point: the other points are still
     printed, and the one-line message names the failed points and the reason (residual, iterations)."""
@@ -101,6 +108,9 @@ def add_parser(subparsers):
                         "(docs/theory.md §12.1), structured Hermite blocks of a low-rank W (§12.8: a single "
                         "head), or auto (default: blocks when rank W <= min(64, p/4))")
     add_variant_args(p)
+    from .tokens import add_tokens_args
+
+    add_tokens_args(p)
     return finish_command(p, run)
 
 
@@ -148,7 +158,7 @@ def _solve_row(f, c: float, gamma, model: str, keep_going: bool, error: str = "t
 
 def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: str = "numpy",
                dps: int = 30, n: int | None = None, diagonal: str = "f", correction: str | None = None,
-               errors: str = "raise", error: str = "train") -> dict:
+               errors: str = "raise", error: str = "train", tokens=None) -> dict:
     """The ``symattn solve --json`` object (without its provenance): E_attention and/or E_linear.
 
     E(γ) = −γ² F'(γ) of the deterministic equivalents (docs/theory.md §3, §5-6), one value per γ
@@ -180,6 +190,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     error : {"train", "test", "both"}
         The training error (keys ``E_attention``, ``E_linear``), the test error on a fresh sequence
         (keys ``E_attention_test``, ``E_linear_test``; docs/theory.md §14), or both.
+    tokens : TokenLaw, dict or None
+        Time-correlated tokens and/or Markov labels (docs/theory.md §15; attention needs ``n``, training error only).
 
     Returns
     -------
@@ -256,6 +268,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
         ds = [finite_or_none(d) for d in np.broadcast_to(np.asarray(k.d, dtype=float), cs.shape)]
     models = ["attention", "linear"] if model == "both" else [model]
     kwargs = dict(geometry=geometry, backend=backend, dps=dps, n=n, diagonal=diagonal)
+    if tokens is not None:
+        kwargs["tokens"] = tokens
     rows = {}
     failed, accuracy = [], []
     with warnings.catch_warnings():  # the CLI prints t and its own warning (run)
@@ -304,7 +318,19 @@ def run(args) -> int:
 
     from .general_w import layer_from_args
 
+    from .tokens import tokens_from_args
+
     layer = layer_from_args(args)
+    law = tokens_from_args(args)
+    if law is not None and (variant_parameters(args) or layer.weights is not None):
+        raise ParameterError("tokens", law, "unset with --weights, --heads, --residual or --kernel",
+                             hint="the theory under time-correlated tokens (docs/theory.md §15) is linear regression's; "
+                                  "simulate the layer: symattn simulate ... --ar1 RHO")
+    if law is not None and args.model != "linear" and args.n is None:
+        raise ParameterError("n", None, "the number of tokens --n N with --ar1, --autocorr or --markov and --model "
+                                        "attention or both",
+                             hint="the attention theory under correlated tokens is at finite p = round(c n) "
+                                  "(docs/theory.md §15.5)")
     if args.error != "train" and (variant_parameters(args) or layer.weights is not None):
         raise ParameterError("error", args.error, "train with --weights, --heads, --residual or --kernel",
                              hint="the test-error theory (docs/theory.md §14) is of the paper's model; measure the "
@@ -322,7 +348,7 @@ def run(args) -> int:
     geometry = geometry_from_args(args)
     correction = "finite-p" if args.finite_p else None
     data = solve_data(args.activation, args.c, args.gamma, geometry, args.model, args.backend, args.dps,
-                      args.n, args.diagonal, correction, errors="nan", error=args.error)
+                      args.n, args.diagonal, correction, errors="nan", error=args.error, tokens=law)
     several = "c" in data
     ts = (data["t"] if several else [data["t"]]) if "t" in data else []
     t_max = max(ts, key=abs) if ts else 0.0
@@ -333,9 +359,13 @@ def run(args) -> int:
             "size; add --finite-p for the finite-p corrected theory"))
     failed = data.get("failed", [])
     if args.json:
-        print_json(with_provenance(data, _parameters(args, geometry), backend=args.backend,
+        from .tokens import tokens_parameters
+
+        print_json(with_provenance(data, {**_parameters(args, geometry), **tokens_parameters(law)}, backend=args.backend,
                                    dtype="float64" if args.backend == "numpy" else f"mpf ({args.dps} digits)"))
     else:
+        if law is not None:
+            print(f"tokens: {law!r} (docs/theory.md §15)")
         _print_table(args, data, geometry, several)
     if failed:
         models = (2 if args.model == "both" else 1) * (2 if args.error == "both" else 1)
