@@ -388,6 +388,8 @@ def _print_table(args, data, geometry, several: bool) -> None:
           + (f", n = {args.n}" if args.n else ""))
     print(geometry_line(geometry))
     theory = "finite-p corrected" if args.finite_p else "asymptotic"
+    if getattr(args, "ar1", None) is not None or getattr(args, "autocorr", None) is not None:
+        theory = "finite p, tokens correlated in time (docs/theory.md §15.5)"
     if "t" in data and not several:
         print(f"signal strength t = {fmt(data['t'])}; attention theory: {theory}")
     elif "t" in data:
