@@ -457,15 +457,21 @@ def test_weights_changed_in_place_are_not_served_from_the_cache():
 
 
 def test_kernel_structure_chooses_the_blocks_for_low_rank_W_only():
-    """'auto': the Hermite blocks of §12.8 for rank W <= min(64, p/4) on the numpy backend, else the free noise;
-    an explicit 'blocks' where they do not apply, or an unknown structure, is a ParameterError naming it."""
+    """'auto': the Hermite blocks of §12.8 for rank W <= min(64, p/4), or a full-rank W of effective rank
+    ‖W‖_F⁴/‖WᵀW‖_F² <= p/4 (§12.9), on the numpy backend, else the free noise; an explicit 'blocks' where
+    they do not apply, or an unknown structure, is a ParameterError naming it."""
     from symattn.backends.general_w_entry import kernel_structure
 
     rng = np.random.default_rng(3)
     low = rng.standard_normal((100, 8)) @ rng.standard_normal((8, 100))
-    mid = rng.standard_normal((100, 30)) @ rng.standard_normal((30, 100))     # rank 30 > p/4
-    assert kernel_structure(low) == "blocks"
-    assert kernel_structure(mid) == kernel_structure(np.eye(100)) == "free"
+    mid = rng.standard_normal((100, 30)) @ rng.standard_normal((30, 100))     # rank 30 > p/4, r_eff ≈ 23 < p/4
+    flat = rng.standard_normal((100, 60)) @ rng.standard_normal((60, 100))    # rank 60 > p/4, r_eff ≈ 39 > p/4
+    ginibre = rng.standard_normal((100, 100))                                 # full rank, r_eff ≈ p/2
+    spread = low + 0.05 * ginibre                                             # full rank, r_eff ≈ 8
+    r_eff = [float(np.trace(W.T @ W) ** 2 / np.sum((W.T @ W) ** 2)) for W in (mid, flat, ginibre, spread)]
+    assert r_eff[0] < 25 < r_eff[1] and r_eff[2] > 25 > r_eff[3]
+    assert kernel_structure(low) == kernel_structure(mid) == kernel_structure(spread) == "blocks"
+    assert kernel_structure(flat) == kernel_structure(ginibre) == kernel_structure(np.eye(100)) == "free"
     assert kernel_structure(low, backend="mpmath") == kernel_structure(low, diagonal="zero") == "free"
     assert kernel_structure(low, "free") == "free" and kernel_structure(mid, "blocks") == "blocks"
     for kw, name in (({"structure": "blocks", "backend": "mpmath"}, "backend"),
