@@ -27,6 +27,7 @@ has a content :attr:`~Layer.digest` and round-trips through :meth:`Layer.to_dict
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import warnings
@@ -38,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ParameterError
+from .files import check_inside, read_regular
 from .model import MODELS, check_diagonal, check_error, check_heads, check_mu, check_variant_flags, check_weights
 
 __all__ = ["Layer", "Engine", "THEORY_ENGINES", "memorization_error", "simulate", "resolve_weights",
@@ -54,17 +56,21 @@ MINILM = "minilm:"
 
 
 # ----------------------------------------------------------------------------- weight references
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _file_sha256(path: Path, key: str = "weights") -> str:
+    return hashlib.sha256(read_regular(path, key)).hexdigest()
 
 
 def _read_npy(key: str, ref: str, what: str) -> np.ndarray:
+    """A real array from a regular ``.npy`` file (:func:`symattn.files.read_regular`: no FIFO, no device)."""
+    data = read_regular(ref, key)
     try:
-        arr = np.load(ref, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
         raise ParameterError(key, ref, f"a readable .npy file holding {what} ({exc})") from None
     if not isinstance(arr, np.ndarray):
         raise ParameterError(key, ref, f"a .npy file holding {what} (this is an .npz archive)")
+    if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr) or arr.dtype == np.bool_:
+        raise ParameterError(key, ref, f"a .npy file holding {what} of real numbers (this one holds {arr.dtype})")
     return arr
 
 
@@ -139,7 +145,7 @@ def resolve_weights(ref, key: str = "weights") -> tuple:
         if not text.endswith(".npy"):
             raise ParameterError(key, text, "an array, a .npy file or minilm:LAYER[:HEAD]")
         W = _checked_weights(key, _read_npy(key, text, "a p×p array"))
-        return W, {"path": text, "sha256": _file_sha256(Path(text))}
+        return W, {"path": text, "sha256": _file_sha256(Path(text), key)}
     W = _checked_weights(key, ref)
     return W, {"array": array_digest(W)}
 
@@ -184,9 +190,9 @@ def _from_reference(ref: dict, key: str):
         raise ParameterError(key, ref, "a minilm: reference or {path, sha256} of a .npy file",
                              hint="an array given in memory is recorded by its digest only and cannot be rebuilt")
     path = Path(str(ref["path"]))
-    if not path.is_file():
-        raise ParameterError(key, str(path), "an existing .npy file")
-    if "sha256" in ref and _file_sha256(path) != ref["sha256"]:
+    if path.suffix != ".npy":
+        raise ParameterError(key, str(path), "a .npy file")
+    if "sha256" in ref and _file_sha256(path, key) != ref["sha256"]:
         raise ParameterError(key, str(path), f"the file of sha256 {ref['sha256'][:16]}…",
                              hint="the file has changed since the layer was recorded")
     if key == "heads":
@@ -228,7 +234,7 @@ def resolve_heads(ref) -> tuple:
         if A.ndim != 3 or A.shape[0] < 1:
             raise ParameterError("heads", text, f"an H x p x p array (this file holds shape {A.shape})")
         hs = check_heads(list(A))
-        return hs, {"path": text, "sha256": _file_sha256(Path(text))}
+        return hs, {"path": text, "sha256": _file_sha256(Path(text), "heads")}
     if isinstance(ref, np.ndarray) and ref.ndim == 3:
         ref = list(ref)
     if isinstance(ref, np.ndarray) and ref.ndim == 2:
@@ -403,19 +409,34 @@ class Layer:
         return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Layer":
+    def from_dict(cls, data: dict, *, outside_paths: bool = False) -> "Layer":
         """The layer of :meth:`to_dict` (or of a sweep spec's layer keys); unknown keys are refused.
+
+        A file reference ``{"path", "sha256"}`` of a record must lie inside the working folder
+        (:func:`symattn.files.check_inside`) unless ``outside_paths=True``: a record from elsewhere
+        cannot make symattn read, or learn whether there is, a file outside it.
 
         Examples
         --------
         >>> Layer.from_dict({"activation": "erf", "residual": True}).to_dict()["residual"]
         True
+        >>> Layer.from_dict({"weights": {"path": "/etc/passwd", "sha256": "0"}})
+        Traceback (most recent call last):
+        ...
+        symattn.errors.ParameterError: invalid weights='/etc/passwd': allowed a path inside ...
         """
         if not isinstance(data, dict):
             raise ParameterError("layer", type(data).__name__, "a table of the keys " + ", ".join(LAYER_KEYS))
         bad = sorted(set(data) - set(LAYER_KEYS))
         if bad:
             raise ParameterError(bad[0], data[bad[0]], "a layer key: one of " + ", ".join(LAYER_KEYS))
+        if not outside_paths:
+            for key in ("weights", "heads", "mu"):
+                ref = data.get(key)
+                while isinstance(ref, dict):   # {"tile": T, "of": reference} nests the file reference
+                    if "path" in ref:
+                        check_inside(str(ref["path"]), key)
+                    ref = ref.get("of")
         return cls(**{k: data[k] for k in LAYER_KEYS if k in data})
 
     @property

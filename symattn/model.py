@@ -325,6 +325,8 @@ def check_weights(W) -> np.ndarray:
     >>> check_weights(np.eye(3)).shape
     (3, 3)
     """
+    if np.iscomplexobj(W):   # never solved on its real part
+        raise ParameterError("weights", "a complex matrix", "a real square p×p matrix")
     try:
         W = np.array(W, dtype=float)
     except (TypeError, ValueError):
@@ -442,6 +444,8 @@ def check_mu(mu, p: int) -> np.ndarray:
     """
     if mu is None:
         return np.zeros(p)
+    if np.iscomplexobj(mu):
+        raise ParameterError("mu", "a complex vector", f"a real vector of length p = {p}")
     try:
         mu = np.array(mu, dtype=float)
     except (TypeError, ValueError):

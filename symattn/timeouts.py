@@ -22,7 +22,9 @@ FINITE_P_SECONDS = 120         # one finite-p corrected theory evaluation in the
 SOLVESET_SECONDS = 2.0         # sympy.solveset of one kink candidate (activations.analysis.real_roots)
 EXPRESSION_SECONDS = 2.0       # building the SymPy expression of one activation/phi string (activations.expression)
 LIMIT_SECONDS = 5.0            # sympy.limit of f(x)/x, the diagonal constant d (activations.diagonal)
-EXACT_COEFFICIENTS_SECONDS = 2.0  # default total budget of sympy.integrate in Activation.exact_coefficients
+EXACT_COEFFICIENTS_SECONDS = 2.0  # default total budget of the exact (SymPy) coefficients in Activation.exact_coefficients
+QUADRATURE_SECONDS = 30.0      # one tanh-sinh pass of an activation's Gaussian moments (Activation._moments)
+VALIDATION_SECONDS = 5.0       # checking that an activation is finite and real (Activation._validate)
 
 
 def time_limited(fn, seconds: float, reraise: bool = False):

@@ -16,6 +16,7 @@ import time
 import sympy as sp
 
 from ..timeouts import FAILED, TIMEOUT, time_limited
+from .analysis import too_large_for_sympy
 from .catalog import X
 from .hermite import exact_gaussian_expectation
 
@@ -38,14 +39,15 @@ def closed_form_unlikely(expr) -> bool:
     bool
         True if ``expr`` contains tanh, log, atan, the other inverse or reciprocal trigonometric
         and hyperbolic functions, LambertW or erfi, or x inside a denominator that is not x
-        itself (rational functions of exp(x) such as sigmoid and silu, or of |x| as softsign).
+        itself (rational functions of exp(x) such as sigmoid and silu, or of |x| as softsign), or if
+        it is too large for SymPy (:func:`~symattn.activations.analysis.too_large_for_sympy`).
 
     Examples
     --------
     >>> closed_form_unlikely(1 / (1 + sp.exp(-X))), closed_form_unlikely(X * sp.erf(X))
     (True, False)
     """
-    if expr.has(*_NO_CLOSED_FORM):
+    if expr.has(*_NO_CLOSED_FORM) or too_large_for_sympy(expr):
         return True
     for node in sp.preorder_traversal(expr):
         if node.is_Pow and node.exp.is_negative and node.base.has(X) and not node.base.is_Symbol:
@@ -65,7 +67,7 @@ def exact_hermite_coefficient(expr, k: int, pieces, deadline: float):
     pieces : list of (lo, hi, piece)
         The analytic pieces of ``expr`` (:func:`~symattn.activations.analysis.pieces`).
     deadline : float
-        ``time.monotonic()`` value after which ``sympy.integrate`` is not tried or is abandoned.
+        ``time.monotonic()`` value after which the closed form and ``sympy.integrate`` are abandoned (None).
 
     Returns
     -------
@@ -84,7 +86,7 @@ def exact_hermite_coefficient(expr, k: int, pieces, deadline: float):
     He = sp.hermite_prob(k, X)
     total = sp.Integer(0)
     for lo, hi, piece in pieces:
-        v = exact_gaussian_expectation(piece * He, X, lo, hi, simplify=False)
+        v = exact_gaussian_expectation(piece * He, X, lo, hi, simplify=False, deadline=deadline)
         if v is None:
             total = None
             break
