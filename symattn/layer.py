@@ -672,6 +672,14 @@ class Layer:
             out = _as_result(out, c, gamma, model, backend, dps, n)
         if failed:
             out.failures = failed
+        if error == "train":   # every engine's values pass the same physical checks
+            _physical_front(out, model, errors, name)
+        if self.p is None and n is not None and geometry is not None:
+            from .backends.finite_p import warn_if_strong
+
+            if name != "paper":   # the paper's engine (symattn.solve) warns itself
+                warn_if_strong(geometry, n, np.unique(np.asarray(out.c, dtype=float)), stacklevel=_caller_level(),
+                               correction=correction)
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
         if model != "linear" and error == "train":   # the atlas measures the attention theory's training error
             from .accuracy import assess
@@ -835,6 +843,111 @@ def _zero_ridge(gamma) -> bool:
         return bool(np.any(np.asarray(gamma, dtype=float) == 0))
     except (TypeError, ValueError):
         return False
+
+
+#: the slack of the physical checks (:func:`unphysical_points`) on E, which the solvers give to ~1e-12
+PHYSICAL_SLACK = 1e-9
+
+
+def unphysical_points(gamma, E) -> dict:
+    r"""The points of one curve E(γ) (a training error, at one c) that no deterministic equivalent can give.
+
+    E(γ) = γ² ∫ dν(λ)/(λ + γ)² with ν a probability measure on [0, ∞) (docs/theory.md §12.9), so at every
+    point 0 <= E <= 1 and, for γ < γ': E(γ) <= E(γ') (monotone), E(γ) >= (γ/γ')² E(γ') (E/γ² decreasing) and
+    γ(1 − E(γ)) <= γ'(1 − E(γ')) (the γ → ∞ asymptote: γ(1 − E) increases to 2∫λ dν). Each inequality is
+    checked with :data:`PHYSICAL_SLACK`; of a pair that violates one, the point in most violations is
+    dropped first (both, between two points that only contradict each other).
+
+    Parameters
+    ----------
+    gamma, E : array_like
+        The ridges and the values (NaN: not checked).
+
+    Returns
+    -------
+    dict
+        index -> reason, for the points to be reported as failed.
+
+    Examples
+    --------
+    >>> unphysical_points([1e6, 1e8], [0.98938, 0.97823])     # issue 38: E decreasing in gamma
+    {0: 'E decreases in gamma: E=0.98938 at gamma=1e+06 > E=0.97823 at gamma=1e+08', 1: 'E decreases in gamma: E=0.98938 at gamma=1e+06 > E=0.97823 at gamma=1e+08'}
+    >>> unphysical_points([0.1, 1.0, 10.0], [0.2, 0.5, 0.9])
+    {}
+    """
+    g = np.asarray(gamma, dtype=float).ravel()
+    e = np.array([float(v) for v in np.asarray(E, dtype=object).ravel()], dtype=float)
+    tol = PHYSICAL_SLACK
+    bad = {}
+    for i in np.nonzero(np.isfinite(e))[0]:
+        if not -tol <= e[i] <= 1 + tol:
+            bad[int(i)] = f"impossible value E={e[i]:.6g} (outside [0, 1])"
+    live = [int(i) for i in np.nonzero(np.isfinite(e))[0] if int(i) not in bad]
+
+    def reason(i, j):   # g[i] < g[j]
+        a, b, gi, gj = e[i], e[j], g[i], g[j]
+        if a > b + tol:
+            return f"E decreases in gamma: E={a:.6g} at gamma={gi:.6g} > E={b:.6g} at gamma={gj:.6g}"
+        if a < (gi / gj) ** 2 * b - tol:
+            return f"E/gamma^2 increases: E={a:.6g} at gamma={gi:.6g}, E={b:.6g} at gamma={gj:.6g}"
+        if gi * (1 - a) > gj * (1 - b) + tol * gj + 1e-6 * gi * (1 - a):
+            return (f"gamma (1 - E) decreases (the gamma -> inf asymptote): E={a:.6g} at gamma={gi:.6g}, "
+                    f"E={b:.6g} at gamma={gj:.6g}")
+        return None
+
+    pairs = {}
+    for x in live:
+        for y in live:
+            if g[x] < g[y]:
+                r = reason(x, y)
+                if r is not None:
+                    pairs[(x, y)] = r
+    while pairs:
+        count = {}
+        for x, y in pairs:
+            count[x] = count.get(x, 0) + 1
+            count[y] = count.get(y, 0) + 1
+        top = max(count.values())
+        drop = {max(count, key=count.get)} if top > 1 else set(count)
+        for (x, y), r in list(pairs.items()):
+            if x in drop or y in drop:
+                for i in drop & {x, y}:
+                    bad.setdefault(i, r)
+                del pairs[(x, y)]
+    return dict(sorted(bad.items()))
+
+
+def _physical_front(out, model, errors, engine) -> None:
+    """Apply :func:`unphysical_points` to each c's curve of each model of ``out`` (a TheoryResult): a failing
+    point is NaN with a FailedPointsWarning (``errors='nan'``), or a ConvergenceError (``errors='raise'``)."""
+    from .errors import ConvergenceError, FailedPointsWarning
+
+    c = np.asarray(out.c, dtype=float).ravel()
+    g = np.asarray(out.gamma, dtype=float).ravel()
+    failed = []
+    for m in ("attention", "linear") if model == "both" else (model,):
+        vals = getattr(out, m, None)
+        if vals is None:
+            continue
+        arr = np.array(vals)   # a writable copy, set back below
+        flat = arr.reshape(-1)
+        if flat.size != c.size:
+            continue
+        for ci in np.unique(c):
+            idx = np.nonzero(c == ci)[0]
+            for k, why in unphysical_points(g[idx], flat[idx]).items():
+                point = {"c": float(ci), "gamma": float(g[idx[k]]), "model": m, "reason": why}
+                if errors != "nan":
+                    raise ConvergenceError(f"wrong branch: {why} ({engine} engine)",
+                                           point={"c": float(ci), "gamma": float(g[idx[k]])})
+                flat[idx[k]] = np.nan
+                failed.append(point)
+        setattr(out, m, arr)
+    if failed:
+        out.failures = list(getattr(out, "failures", None) or []) + failed
+        shown = "; ".join(f"c={p['c']:g}, gamma={p['gamma']:g}: {p['reason']}" for p in failed[:10])
+        warnings.warn(FailedPointsWarning(f"{len(failed)} point(s) failed the physical checks and are NaN: {shown}",
+                                          failed), stacklevel=_caller_level())
 
 
 def _pointwise(eng, layer, c, gamma, *, model, backend, dps, n, **kw):
