@@ -211,9 +211,10 @@ class Activation:
 
     # ------------------------------------------------------------------ quadrature
     def _moments(self, dps: int, kmax: int, warn: bool = True) -> dict:
-        """gaussian_moments of the uncentred f at dps digits, cached (reuses a larger kmax)."""
+        """gaussian_moments of the uncentred f at dps digits, cached (reuses a larger kmax or more digits), within
+        ``QUADRATURE_SECONDS`` (:mod:`symattn.timeouts`)."""
         for (d, k), res in self._moment_cache.items():
-            if d == dps and k >= kmax:
+            if d >= dps and k >= kmax:   # more digits serve as well (the callers round to dps)
                 return res
         cutoff = 30.0 if self.float_only else None
         if self.float_only and dps > 15 and warn:
