@@ -20,7 +20,7 @@ from itertools import combinations
 import numpy as np
 import sympy as sp
 
-from ..timeouts import SOLVESET_SECONDS, time_limited
+from ..timeouts import SOLVESET_SECONDS, TIMEOUT, time_limited
 from .catalog import X
 
 __all__ = ["real_roots", "find_kinks", "special_points", "select_piece", "pieces", "symbolic_size", "too_large_for_sympy",
@@ -95,6 +95,10 @@ def real_roots(g):
     except (sp.PolynomialError, sp.GeneratorsNeeded, NotImplementedError):
         pass
     sol = time_limited(lambda: sp.solveset(g, X, sp.S.Reals), SOLVESET_SECONDS)
+    if sol is TIMEOUT:
+        from .expression import clear_sympy_cache
+
+        clear_sympy_cache()
     if isinstance(sol, sp.FiniteSet) and all(r.is_real for r in sol):
         return list(sol)
     if sol is sp.S.EmptySet:

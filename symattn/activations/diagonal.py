@@ -30,6 +30,7 @@ from ..gauss import composite_gauss_legendre
 from ..timeouts import FAILED, LIMIT_SECONDS, TIMEOUT, time_limited
 from .analysis import pieces, too_large_for_sympy
 from .catalog import X
+from .expression import clear_sympy_cache
 
 __all__ = ["symbolic_diagonal", "numeric_diagonal", "finite_p_diagonal"]
 
@@ -69,6 +70,8 @@ def symbolic_diagonal(expr, exact_kinks=None):
         except Exception:
             e = expr
     r = time_limited(lambda: sp.limit(e / X, X, sp.oo), LIMIT_SECONDS)
+    if r is TIMEOUT:
+        clear_sympy_cache()
     if r is not TIMEOUT and r is not FAILED and isinstance(r, sp.Basic):
         if r == sp.oo:
             return math.inf, r

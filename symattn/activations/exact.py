@@ -18,6 +18,7 @@ import sympy as sp
 from ..timeouts import FAILED, TIMEOUT, time_limited
 from .analysis import too_large_for_sympy
 from .catalog import X
+from .expression import clear_sympy_cache
 from .hermite import exact_gaussian_expectation
 
 __all__ = ["exact_hermite_coefficient", "closed_form_unlikely"]
@@ -106,6 +107,8 @@ def exact_hermite_coefficient(expr, k: int, pieces, deadline: float):
             return acc
 
         total = time_limited(_integrate, deadline - time.monotonic())
+        if total is TIMEOUT:
+            clear_sympy_cache()
         if total is TIMEOUT or total is FAILED:
             return None
     return sp.factor_terms(sp.expand(total / sp.sqrt(sp.factorial(k))))
