@@ -489,11 +489,16 @@ def signal_strength(geometry, n: int, c) -> np.ndarray:
     >>> float(signal_strength(Geometry.aligned(snr=1.0), n=1000, c=1.0))   # (1 + 1)/√1000
     0.06324555320336758
     """
+    return _per_c(geometry, n, c, "strength")
+
+
+def _per_c(geometry, n, c, method: str) -> np.ndarray:
+    """``Geometry.<method>(p)`` for p = round(c n), for each c (0-d for scalar c)."""
     geom = as_geometry(geometry)
     n = check_n(n)
     cs = np.atleast_1d(check_c(c))
-    ts = np.array([geom.strength(dimension(n, ci)) for ci in cs.ravel()]).reshape(cs.shape)
-    return ts if np.ndim(c) else ts.reshape(())
+    out = np.array([getattr(geom, method)(dimension(n, ci)) for ci in cs.ravel()]).reshape(cs.shape)
+    return out if np.ndim(c) else out.reshape(())
 
 
 def weight_strength(geometry, n: int, c) -> np.ndarray:
@@ -509,11 +514,7 @@ def weight_strength(geometry, n: int, c) -> np.ndarray:
     >>> float(weight_strength(Geometry(wk2=100.0, wq2=100.0, wk_wq=100.0), n=250, c=2.0))   # 100/√500
     4.47213595499958
     """
-    geom = as_geometry(geometry)
-    n = check_n(n)
-    cs = np.atleast_1d(check_c(c))
-    out = np.array([geom.weight_strength(dimension(n, ci)) for ci in cs.ravel()]).reshape(cs.shape)
-    return out if np.ndim(c) else out.reshape(())
+    return _per_c(geometry, n, c, "weight_strength")
 
 
 #: the keys of a geometry dict (:func:`as_geometry`): the keywords of :class:`Geometry`, or a Gram matrix

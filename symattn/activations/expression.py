@@ -181,7 +181,13 @@ def parse_expression(text: str, symbols: dict, parameter: str = "activation",
 
 def clear_sympy_cache() -> None:
     """Empty SymPy's caches: after a computation interrupted by a time limit (:mod:`symattn.timeouts`), an
-    entry it left half made can make later, unrelated constructions run for ever (``exp(0.5)`` was seen to)."""
+    entry it left half made can make later, unrelated constructions run for ever (``exp(0.5)`` was seen to).
+
+    Examples
+    --------
+    >>> clear_sympy_cache(); sp.exp(sp.Rational(1, 2))
+    exp(1/2)
+    """
     from sympy.core.cache import clear_cache
 
     clear_cache()

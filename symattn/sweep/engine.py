@@ -29,7 +29,7 @@ import numpy as np
 from ..cluster import dask_client
 from ..errors import ParameterError
 from .spec import SweepSpec, load_spec
-from .store import (THEORY, Writer, _remove_stale_temporaries, check_layers, check_store, create_store, done_mask,
+from .store import (THEORY, Writer, remove_stale_temporaries, check_layers, check_store, create_store, done_mask,
                     extend_store, old_index, open_store, rebuild_root, store_lock, task_status, terminate_cleanly)
 
 __all__ = ["sweep", "open_sweep", "run_task", "point_theory", "theory_arrays", "agreement"]
@@ -292,7 +292,7 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
         # one writer at a time (the lock), its temporaries removed on SIGTERM and after a kill -9
         stack.enter_context(terminate_cleanly())
         stack.enter_context(store_lock(store))
-        _remove_stale_temporaries(Path(store))
+        remove_stale_temporaries(Path(store))
         rebuilt = Path(store).is_dir() and rebuild_root(store)
         status = check_store(store, spec)
         all_tasks = spec.tasks()

@@ -45,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import tempfile
@@ -58,7 +57,7 @@ import numpy as np
 from ..errors import ParameterError
 
 __all__ = ["create_store", "check_store", "check_layers", "extend_store", "old_index", "done_mask", "task_status",
-           "write_task", "open_store", "store_lock", "terminate_cleanly", "rebuild_root", "VARIABLES", "THEORY",
+           "write_task", "open_store", "store_lock", "terminate_cleanly", "rebuild_root", "remove_stale_temporaries", "VARIABLES", "THEORY",
            "POINT_VARIABLES", "LOCK_WAIT_SECONDS"]
 
 VARIABLES = ("E_attention", "E_linear")
@@ -142,7 +141,19 @@ def store_lock(path, wait: float = LOCK_WAIT_SECONDS):
 def terminate_cleanly():
     """In the main thread, turn SIGTERM into KeyboardInterrupt for the block, so that the clean-ups of
     ``finally`` and ``except BaseException`` run (temporary ``.part`` folders are removed) instead of the
-    process dying on the spot; elsewhere (a worker thread cannot set handlers) nothing changes."""
+    process dying on the spot; elsewhere (a worker thread cannot set handlers) nothing changes.
+
+    Examples
+    --------
+    >>> import os
+    >>> try:
+    ...     with terminate_cleanly():
+    ...         os.kill(os.getpid(), signal.SIGTERM)
+    ...         time.sleep(5)
+    ... except KeyboardInterrupt as exc:
+    ...     print(exc)
+    terminated (SIGTERM)
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -157,8 +168,17 @@ def terminate_cleanly():
         signal.signal(signal.SIGTERM, old)
 
 
-def _remove_stale_temporaries(path: Path) -> None:
-    """Delete the temporary folders ``.<name>.<pid>-….part`` of writers of this store that are gone."""
+def remove_stale_temporaries(path: Path) -> None:
+    """Delete the temporary folders ``.<name>.<pid>-….part`` of writers of this store that are gone.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / ".st.999999999-ab.part").mkdir()        # no such process
+    >>> remove_stale_temporaries(d / "st"); list(d.iterdir())
+    []
+    """
     from ..files import PART_RE, _alive
 
     try:
@@ -463,7 +483,19 @@ def _present(path: Path, v: str, shape: tuple):
 def task_status(path, spec) -> tuple:
     """``(done, corrupted)``, boolean arrays of shape ``spec.shape + (draws,)``: *done* -- the task's chunks
     exist, pass their checksums and hold finite values for both models; *corrupted* -- a chunk exists but
-    cannot be decoded (a failed CRC-32C, a truncated file). Both kinds not done are computed again."""
+    cannot be decoded (a failed CRC-32C, a truncated file). Both kinds not done are computed again.
+
+    Examples
+    --------
+    >>> import symattn as sa
+    >>> from symattn.sweep import SweepSpec
+    >>> d = tempfile.mkdtemp() + "/store"
+    >>> spec = {"c": [1.0], "gamma": [1.0], "n": 40, "draws": 2}
+    >>> _ = sa.sweep(spec, store=d, scheduler="serial")
+    >>> done, corrupted = task_status(d, SweepSpec.from_dict(spec))
+    >>> done.tolist(), corrupted.tolist()
+    ([[True, True]], [[False, False]])
+    """
     path = Path(path)
     g = _group(path)
     shape = spec.shape + (spec.draws,)
