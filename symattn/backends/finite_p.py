@@ -101,9 +101,9 @@ def check_correction(correction, n) -> str | None:
 
 def warn_if_strong(geometry, n, c, stacklevel: int = 3, correction=None) -> float:
     """Issue a :class:`~symattn.errors.FiniteSizeWarning` when a strong direction is large (docs/theory.md §10.1):
-    max |t| > STRONG_SIGNAL_T without the finite-p correction, or, with or without it, the weights' strength
-    s_w = Σ_k ‖w_K^{(k)}‖ ‖w_Q^{(k)}‖/√p > STRONG_SIGNAL_T (:func:`symattn.model.weight_strength`), which no
-    correction of the code covers.
+    max |t| > STRONG_SIGNAL_T without the finite-p correction, or the weights' strength
+    s_w = Σ_k ‖w_K^{(k)}‖ ‖w_Q^{(k)}‖/√p > STRONG_SIGNAL_T (:func:`symattn.model.weight_strength`), without the
+    correction or with it where s_w > |t| (the correction is verified where the signal dominates, w along μ).
 
     t = (‖μ‖² + Σ_k μᵀw_K^{(k)} μᵀw_Q^{(k)})/√p, p = round(c n) (:func:`symattn.model.signal_strength`).
 
@@ -132,7 +132,10 @@ def warn_if_strong(geometry, n, c, stacklevel: int = 3, correction=None) -> floa
     """
     ts = np.atleast_1d(signal_strength(geometry, n, c))
     t = float(ts.flat[np.argmax(np.abs(ts))])
-    sw = float(np.max(np.atleast_1d(weight_strength(geometry, n, c))))
+    sws = np.atleast_1d(weight_strength(geometry, n, c))
+    # the correction covers a signal-dominated strength (|t| >= s_w: w along μ, docs/theory.md §10.4), not the rest
+    uncovered = sws if correction is None else np.where(np.abs(np.broadcast_to(ts, sws.shape)) >= sws, 0.0, sws)
+    sw = float(np.max(uncovered))
     if sw > STRONG_SIGNAL_T:
         warnings.warn(
             f"weight strength ||w_K|| ||w_Q||/sqrt(p) = {sw:.3g} > {STRONG_SIGNAL_T}: outside the regime the theory "

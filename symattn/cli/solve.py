@@ -328,8 +328,10 @@ def run(args) -> int:
     several = "c" in data
     ts = (data["t"] if several else [data["t"]]) if "t" in data else []
     t_max = max(ts, key=abs) if ts else 0.0
-    sws = data.get("weight_strength", 0.0)
-    sw_max = max(sws) if isinstance(sws, list) else sws
+    sws = data.get("weight_strength", [])
+    sws = sws if isinstance(sws, list) else [sws]
+    # with --finite-p the signal-dominated points (|t| >= s_w, w along mu) are covered by the correction
+    sw_max = max([sw for sw, t in zip(sws, ts) if not (args.finite_p and abs(t) >= sw)], default=0.0)
     if sw_max > STRONG_SIGNAL_T and args.model != "linear":
         warnings.warn(FiniteSizeWarning(
             f"weight strength ||w_K|| ||w_Q||/sqrt(p) = {sw_max:.3g} > {STRONG_SIGNAL_T:g}: outside the regime the "
@@ -380,7 +382,9 @@ def _print_table(args, data, geometry, several: bool) -> None:
     def strong(i):   # a strong direction is large at the i-th c (the FiniteSizeWarning's short form)
         t = data["t"][i] if several else data["t"]
         sw = data["weight_strength"][i] if several else data["weight_strength"]
-        return sw > STRONG_SIGNAL_T or (abs(t) > STRONG_SIGNAL_T and not args.finite_p)
+        if args.finite_p:   # the correction covers |t| and a signal-dominated s_w
+            return sw > max(STRONG_SIGNAL_T, abs(t))
+        return max(sw, abs(t)) > STRONG_SIGNAL_T
 
     def atlas(a, i=0):   # the accuracy atlas' flag of the point (docs/accuracy.md); never 'ok' where it is strong
         if "t" in data and strong(i):
