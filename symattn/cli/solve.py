@@ -332,15 +332,16 @@ def run(args) -> int:
     sws = sws if isinstance(sws, list) else [sws]
     # with --finite-p the signal-dominated points (|t| >= s_w, w along mu) are covered by the correction
     sw_max = max([sw for sw, t in zip(sws, ts) if not (args.finite_p and abs(t) >= sw)], default=0.0)
-    if sw_max > STRONG_SIGNAL_T and args.model != "linear":
-        warnings.warn(FiniteSizeWarning(
-            f"weight strength ||w_K|| ||w_Q||/sqrt(p) = {sw_max:.3g} > {STRONG_SIGNAL_T:g}: outside the regime the "
-            "theory covers; E_attention can be far off (check with symattn simulate)"))
+    said = []   # one warning line for every strong direction
     if abs(t_max) > STRONG_SIGNAL_T and not args.finite_p and args.model != "linear":
-        warnings.warn(FiniteSizeWarning(
-            f"signal strength t = {t_max:.3g} {'>' if t_max > 0 else '<'} {'' if t_max > 0 else '-'}"
-            f"{STRONG_SIGNAL_T:g} (|t| > {STRONG_SIGNAL_T:g}): the asymptotic E_attention is biased at this "
-            "size; add --finite-p for the finite-p corrected theory"))
+        said.append(f"signal strength t = {t_max:.3g} {'>' if t_max > 0 else '<'} {'' if t_max > 0 else '-'}"
+                    f"{STRONG_SIGNAL_T:g} (|t| > {STRONG_SIGNAL_T:g}): the asymptotic E_attention is biased at this "
+                    "size; add --finite-p for the finite-p corrected theory")
+    if sw_max > STRONG_SIGNAL_T and args.model != "linear":
+        said.append(f"weight strength ||w_K|| ||w_Q||/sqrt(p) = {sw_max:.3g} > {STRONG_SIGNAL_T:g}: outside the "
+                    "regime the theory covers; E_attention can be far off (check with symattn simulate)")
+    if said:
+        warnings.warn(FiniteSizeWarning("; and ".join(said)))
     failed = data.get("failed", [])
     if args.json:
         print_json(with_provenance(data, _parameters(args, geometry), backend=args.backend,
