@@ -1,4 +1,8 @@
-"""Atomic file output (base layer): every file symattn writes appears whole or not at all.
+"""Atomic file output and guarded file input (base layer).
+
+Output: every file symattn writes appears whole or not at all. Input (:func:`read_regular`): only regular
+files are read, opened without blocking, so a FIFO, a device or a folder given as a data file is refused
+at once instead of hanging; :func:`check_inside` refuses a recorded path outside the working folder.
 
 A file is written to a temporary name in the same folder and renamed onto its final name with
 :func:`os.replace`, which is atomic on POSIX and Windows. An interrupted run (Ctrl-C, ``kill``)
@@ -15,7 +19,89 @@ from pathlib import Path
 
 from .errors import ParameterError
 
-__all__ = ["atomic_path", "write_text", "write_bytes", "check_output_dir", "remove_stale_parts", "PART_RE"]
+__all__ = ["atomic_path", "write_text", "write_bytes", "check_output_dir", "remove_stale_parts", "PART_RE",
+           "read_regular", "check_inside", "MAX_READ_BYTES"]
+
+#: the largest data file read (weights, signals): 2 GiB
+MAX_READ_BYTES = 2 * 1024**3
+
+
+def read_regular(path, name: str = "file", max_bytes: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``max_bytes`` bytes.
+
+    The file is opened with ``O_NONBLOCK`` and checked with ``fstat`` before anything is read: a FIFO, a
+    socket, a device or a folder is refused (opening a FIFO for reading would otherwise wait for a writer
+    for ever), and so is a file larger than the limit.
+
+    Raises
+    ------
+    ParameterError
+        ``name``, when the path is missing, unreadable, not a regular file or too large.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "w.bin"
+    >>> _ = p.write_bytes(b"abc")
+    >>> read_regular(p)
+    b'abc'
+    >>> read_regular(p.parent)
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid file=...: allowed a regular file (this is a folder)
+    """
+    import stat
+
+    path = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ParameterError(name, path, "a readable regular file", hint=exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a plain file")
+            raise ParameterError(name, path, f"a regular file (this is {kind})")
+        if st.st_size > max_bytes:
+            raise ParameterError(name, path, f"a file of at most {max_bytes} bytes (this one has {st.st_size})")
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ParameterError(name, path, "a readable regular file", hint=exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def check_inside(path, name: str = "path", root=None) -> Path:
+    """``path`` resolved (links followed), which must lie inside ``root`` (default: the working folder).
+
+    For paths read from records (a stored layer's ``{"path", "sha256"}``): reading or even hashing a file
+    elsewhere would tell the record's author whether it exists.
+
+    Raises
+    ------
+    ParameterError
+        ``name``, for a path outside ``root``.
+
+    Examples
+    --------
+    >>> check_inside("/etc/passwd", "weights", root="/tmp")
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid weights='/etc/passwd': allowed a path inside /tmp (a recorded reference outside the working folder is read only when given explicitly)
+    """
+    base = Path(root if root is not None else os.getcwd()).resolve()
+    full = (base / Path(path)).resolve()
+    if full != base and base not in full.parents:
+        raise ParameterError(name, str(path), f"a path inside {base} (a recorded reference outside the working "
+                                              "folder is read only when given explicitly)")
+    return full
 
 
 def _umask() -> int:

@@ -27,6 +27,7 @@ has a content :attr:`~Layer.digest` and round-trips through :meth:`Layer.to_dict
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import warnings
@@ -38,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ParameterError
+from .files import check_inside, read_regular
 from .validation import known_keywords
 from .model import MODELS, check_diagonal, check_error, check_heads, check_mu, check_variant_flags, check_weights
 
@@ -55,17 +57,21 @@ MINILM = "minilm:"
 
 
 # ----------------------------------------------------------------------------- weight references
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _file_sha256(path: Path, key: str = "weights") -> str:
+    return hashlib.sha256(read_regular(path, key)).hexdigest()
 
 
 def _read_npy(key: str, ref: str, what: str) -> np.ndarray:
+    """A real array from a regular ``.npy`` file (:func:`symattn.files.read_regular`: no FIFO, no device)."""
+    data = read_regular(ref, key)
     try:
-        arr = np.load(ref, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
         raise ParameterError(key, ref, f"a readable .npy file holding {what} ({exc})") from None
     if not isinstance(arr, np.ndarray):
         raise ParameterError(key, ref, f"a .npy file holding {what} (this is an .npz archive)")
+    if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr) or arr.dtype == np.bool_:
+        raise ParameterError(key, ref, f"a .npy file holding {what} of real numbers (this one holds {arr.dtype})")
     return arr
 
 
@@ -144,7 +150,7 @@ def resolve_weights(ref, key: str = "weights") -> tuple:
         if not text.endswith(".npy"):
             raise ParameterError(key, text, "an array, a .npy file or minilm:LAYER[:HEAD]")
         W = _checked_weights(key, _read_npy(key, text, "a p×p array"))
-        return W, {"path": text, "sha256": _file_sha256(Path(text))}
+        return W, {"path": text, "sha256": _file_sha256(Path(text), key)}
     W = _checked_weights(key, ref)
     return W, {"array": array_digest(W)}
 
@@ -189,9 +195,9 @@ def _from_reference(ref: dict, key: str):
         raise ParameterError(key, ref, "a minilm: reference or {path, sha256} of a .npy file",
                              hint="an array given in memory is recorded by its digest only and cannot be rebuilt")
     path = Path(str(ref["path"]))
-    if not path.is_file():
-        raise ParameterError(key, str(path), "an existing .npy file")
-    if "sha256" in ref and _file_sha256(path) != ref["sha256"]:
+    if path.suffix != ".npy":
+        raise ParameterError(key, str(path), "a .npy file")
+    if "sha256" in ref and _file_sha256(path, key) != ref["sha256"]:
         raise ParameterError(key, str(path), f"the file of sha256 {ref['sha256'][:16]}…",
                              hint="the file has changed since the layer was recorded")
     if key == "heads":
@@ -233,7 +239,7 @@ def resolve_heads(ref) -> tuple:
         if A.ndim != 3 or A.shape[0] < 1:
             raise ParameterError("heads", text, f"an H x p x p array (this file holds shape {A.shape})")
         hs = check_heads(list(A))
-        return hs, {"path": text, "sha256": _file_sha256(Path(text))}
+        return hs, {"path": text, "sha256": _file_sha256(Path(text), "heads")}
     if isinstance(ref, np.ndarray) and ref.ndim == 3:
         ref = list(ref)
     if isinstance(ref, np.ndarray) and ref.ndim == 2:
@@ -409,19 +415,34 @@ class Layer:
         return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Layer":
+    def from_dict(cls, data: dict, *, outside_paths: bool = False) -> "Layer":
         """The layer of :meth:`to_dict` (or of a sweep spec's layer keys); unknown keys are refused.
+
+        A file reference ``{"path", "sha256"}`` of a record must lie inside the working folder
+        (:func:`symattn.files.check_inside`) unless ``outside_paths=True``: a record from elsewhere
+        cannot make symattn read, or learn whether there is, a file outside it.
 
         Examples
         --------
         >>> Layer.from_dict({"activation": "erf", "residual": True}).to_dict()["residual"]
         True
+        >>> Layer.from_dict({"weights": {"path": "/etc/passwd", "sha256": "0"}})
+        Traceback (most recent call last):
+        ...
+        symattn.errors.ParameterError: invalid weights='/etc/passwd': allowed a path inside ...
         """
         if not isinstance(data, dict):
             raise ParameterError("layer", type(data).__name__, "a table of the keys " + ", ".join(LAYER_KEYS))
         bad = sorted(set(data) - set(LAYER_KEYS))
         if bad:
             raise ParameterError(bad[0], data[bad[0]], "a layer key: one of " + ", ".join(LAYER_KEYS))
+        if not outside_paths:
+            for key in ("weights", "heads", "mu"):
+                ref = data.get(key)
+                while isinstance(ref, dict):   # {"tile": T, "of": reference} nests the file reference
+                    if "path" in ref:
+                        check_inside(str(ref["path"]), key)
+                    ref = ref.get("of")
         return cls(**{k: data[k] for k in LAYER_KEYS if k in data})
 
     @property
@@ -669,6 +690,14 @@ class Layer:
             out = _as_result(out, c, gamma, model, backend, dps, n)
         if failed:
             out.failures = failed
+        if error == "train":   # every engine's values pass the same physical checks
+            _physical_front(out, model, errors, name)
+        if self.p is None and n is not None and geometry is not None:
+            from .backends.finite_p import warn_if_strong
+
+            if name != "paper":   # the paper's engine (symattn.solve) warns itself
+                warn_if_strong(geometry, n, np.unique(np.asarray(out.c, dtype=float)), stacklevel=_caller_level(),
+                               correction=correction)
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
         from .accuracy import assess, is_internal
 
@@ -928,6 +957,111 @@ def _zero_ridge(gamma) -> bool:
         return bool(np.any(np.asarray(gamma, dtype=float) == 0))
     except (TypeError, ValueError):
         return False
+
+
+#: the slack of the physical checks (:func:`unphysical_points`) on E, which the solvers give to ~1e-12
+PHYSICAL_SLACK = 1e-9
+
+
+def unphysical_points(gamma, E) -> dict:
+    r"""The points of one curve E(γ) (a training error, at one c) that no deterministic equivalent can give.
+
+    E(γ) = γ² ∫ dν(λ)/(λ + γ)² with ν a probability measure on [0, ∞) (docs/theory.md §12.9), so at every
+    point 0 <= E <= 1 and, for γ < γ': E(γ) <= E(γ') (monotone), E(γ) >= (γ/γ')² E(γ') (E/γ² decreasing) and
+    γ(1 − E(γ)) <= γ'(1 − E(γ')) (the γ → ∞ asymptote: γ(1 − E) increases to 2∫λ dν). Each inequality is
+    checked with :data:`PHYSICAL_SLACK`; of a pair that violates one, the point in most violations is
+    dropped first (both, between two points that only contradict each other).
+
+    Parameters
+    ----------
+    gamma, E : array_like
+        The ridges and the values (NaN: not checked).
+
+    Returns
+    -------
+    dict
+        index -> reason, for the points to be reported as failed.
+
+    Examples
+    --------
+    >>> unphysical_points([1e6, 1e8], [0.98938, 0.97823])     # issue 38: E decreasing in gamma
+    {0: 'E decreases in gamma: E=0.98938 at gamma=1e+06 > E=0.97823 at gamma=1e+08', 1: 'E decreases in gamma: E=0.98938 at gamma=1e+06 > E=0.97823 at gamma=1e+08'}
+    >>> unphysical_points([0.1, 1.0, 10.0], [0.2, 0.5, 0.9])
+    {}
+    """
+    g = np.asarray(gamma, dtype=float).ravel()
+    e = np.array([float(v) for v in np.asarray(E, dtype=object).ravel()], dtype=float)
+    tol = PHYSICAL_SLACK
+    bad = {}
+    for i in np.nonzero(np.isfinite(e))[0]:
+        if not -tol <= e[i] <= 1 + tol:
+            bad[int(i)] = f"impossible value E={e[i]:.6g} (outside [0, 1])"
+    live = [int(i) for i in np.nonzero(np.isfinite(e))[0] if int(i) not in bad]
+
+    def reason(i, j):   # g[i] < g[j]
+        a, b, gi, gj = e[i], e[j], g[i], g[j]
+        if a > b + tol:
+            return f"E decreases in gamma: E={a:.6g} at gamma={gi:.6g} > E={b:.6g} at gamma={gj:.6g}"
+        if a < (gi / gj) ** 2 * b - tol:
+            return f"E/gamma^2 increases: E={a:.6g} at gamma={gi:.6g}, E={b:.6g} at gamma={gj:.6g}"
+        if gi * (1 - a) > gj * (1 - b) + tol * gj + 1e-6 * gi * (1 - a):
+            return (f"gamma (1 - E) decreases (the gamma -> inf asymptote): E={a:.6g} at gamma={gi:.6g}, "
+                    f"E={b:.6g} at gamma={gj:.6g}")
+        return None
+
+    pairs = {}
+    for x in live:
+        for y in live:
+            if g[x] < g[y]:
+                r = reason(x, y)
+                if r is not None:
+                    pairs[(x, y)] = r
+    while pairs:
+        count = {}
+        for x, y in pairs:
+            count[x] = count.get(x, 0) + 1
+            count[y] = count.get(y, 0) + 1
+        top = max(count.values())
+        drop = {max(count, key=count.get)} if top > 1 else set(count)
+        for (x, y), r in list(pairs.items()):
+            if x in drop or y in drop:
+                for i in drop & {x, y}:
+                    bad.setdefault(i, r)
+                del pairs[(x, y)]
+    return dict(sorted(bad.items()))
+
+
+def _physical_front(out, model, errors, engine) -> None:
+    """Apply :func:`unphysical_points` to each c's curve of each model of ``out`` (a TheoryResult): a failing
+    point is NaN with a FailedPointsWarning (``errors='nan'``), or a ConvergenceError (``errors='raise'``)."""
+    from .errors import ConvergenceError, FailedPointsWarning
+
+    c = np.asarray(out.c, dtype=float).ravel()
+    g = np.asarray(out.gamma, dtype=float).ravel()
+    failed = []
+    for m in ("attention", "linear") if model == "both" else (model,):
+        vals = getattr(out, m, None)
+        if vals is None:
+            continue
+        arr = np.array(vals)   # a writable copy, set back below
+        flat = arr.reshape(-1)
+        if flat.size != c.size:
+            continue
+        for ci in np.unique(c):
+            idx = np.nonzero(c == ci)[0]
+            for k, why in unphysical_points(g[idx], flat[idx]).items():
+                point = {"c": float(ci), "gamma": float(g[idx[k]]), "model": m, "reason": why}
+                if errors != "nan":
+                    raise ConvergenceError(f"wrong branch: {why} ({engine} engine)",
+                                           point={"c": float(ci), "gamma": float(g[idx[k]])})
+                flat[idx[k]] = np.nan
+                failed.append(point)
+        setattr(out, m, arr)
+    if failed:
+        out.failures = list(getattr(out, "failures", None) or []) + failed
+        shown = "; ".join(f"c={p['c']:g}, gamma={p['gamma']:g}: {p['reason']}" for p in failed[:10])
+        warnings.warn(FailedPointsWarning(f"{len(failed)} point(s) failed the physical checks and are NaN: {shown}",
+                                          failed), stacklevel=_caller_level())
 
 
 def _pointwise(eng, layer, c, gamma, *, model, backend, dps, n, **kw):

@@ -234,6 +234,13 @@ class Geometry:
         """t = (‖μ‖² + Σ μᵀw_K μᵀw_Q)/√p: the finite-p signal strength (docs/theory.md §10.1)."""
         return self.signal_weight / np.sqrt(p)
 
+    def weight_strength(self, p) -> float:
+        """Σ_k ‖w_K^{(k)}‖ ‖w_Q^{(k)}‖/√p: the size of the low-rank weights' part of the kernel argument, the
+        second strong direction besides t (docs/theory.md §10.1)."""
+        G, r = self.gram, self.rank
+        return float(sum(np.sqrt(max(G[1 + k, 1 + k], 0.0) * max(G[1 + r + k, 1 + r + k], 0.0))
+                         for k in range(r))) / np.sqrt(p)
+
     @property
     def is_null(self) -> bool:
         """True when μ = 0 and every weight vanishes (the bulk case)."""
@@ -327,6 +334,8 @@ def check_weights(W) -> np.ndarray:
     >>> check_weights(np.eye(3)).shape
     (3, 3)
     """
+    if np.iscomplexobj(W):   # never solved on its real part
+        raise ParameterError("weights", "a complex matrix", "a real square p×p matrix")
     try:
         W = np.array(W, dtype=float)
     except (TypeError, ValueError):
@@ -444,6 +453,8 @@ def check_mu(mu, p: int) -> np.ndarray:
     """
     if mu is None:
         return np.zeros(p)
+    if np.iscomplexobj(mu):
+        raise ParameterError("mu", "a complex vector", f"a real vector of length p = {p}")
     try:
         mu = np.array(mu, dtype=float)
     except (TypeError, ValueError):
@@ -481,11 +492,32 @@ def signal_strength(geometry, n: int, c) -> np.ndarray:
     >>> float(signal_strength(Geometry.aligned(snr=1.0), n=1000, c=1.0))   # (1 + 1)/√1000
     0.06324555320336758
     """
+    return _per_c(geometry, n, c, "strength")
+
+
+def _per_c(geometry, n, c, method: str) -> np.ndarray:
+    """``Geometry.<method>(p)`` for p = round(c n), for each c (0-d for scalar c)."""
     geom = as_geometry(geometry)
     n = check_n(n)
     cs = np.atleast_1d(check_c(c))
-    ts = np.array([geom.strength(dimension(n, ci)) for ci in cs.ravel()]).reshape(cs.shape)
-    return ts if np.ndim(c) else ts.reshape(())
+    out = np.array([getattr(geom, method)(dimension(n, ci)) for ci in cs.ravel()]).reshape(cs.shape)
+    return out if np.ndim(c) else out.reshape(())
+
+
+def weight_strength(geometry, n: int, c) -> np.ndarray:
+    r"""The strength of the low-rank weights, s_w = Σ_k ‖w_K^{(k)}‖ ‖w_Q^{(k)}‖/√p, p = round(c n).
+
+    The rank-one part (xᵀw_K)(w_Qᵀx')/√p of the kernel argument has this scale whatever μ is; the theory
+    linearises the kernel around it, so s_w > :data:`STRONG_SIGNAL_T` is outside the regime it covers,
+    as |t| is (docs/theory.md §10.1): erf at c = 2, ‖w‖² = 100, n = 250 (s_w = 4.5) gives 0.087 where the
+    Monte Carlo gives 0.32 (issue 38).
+
+    Examples
+    --------
+    >>> float(weight_strength(Geometry(wk2=100.0, wq2=100.0, wk_wq=100.0), n=250, c=2.0))   # 100/√500
+    4.47213595499958
+    """
+    return _per_c(geometry, n, c, "weight_strength")
 
 
 #: the keys of a geometry dict (:func:`as_geometry`): the keywords of :class:`Geometry`, or a Gram matrix

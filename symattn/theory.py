@@ -355,6 +355,8 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
                     return {"E": finite_p.finite_p_error(ctx, f, cb[idx], gb[idx], geom, n, diagonal=diagonal,
                                                          point_info=info)}
 
+                if n is not None:
+                    finite_p.warn_if_strong(geom, n, cb, stacklevel=3, correction=correction)
                 found = {}
                 vals = _isolated(run, cb.size, errors, found)
                 out.attention = vals.get("E", np.full(cb.size, np.nan))

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-__all__ = ["available_cores", "busy_cores", "choose_threads", "limit_threads", "auto_threads", "THREADS_ENV", "SMALL_N"]
+__all__ = ["env_threads", "available_cores", "busy_cores", "choose_threads", "limit_threads", "auto_threads", "THREADS_ENV", "SMALL_N"]
 
 #: environment variable that fixes the number of threads
 THREADS_ENV = "SYMATTN_THREADS"
@@ -64,6 +64,39 @@ def busy_cores(samples: int = 5, interval: float = 0.002) -> int:
     return max(0, counts[len(counts) // 2] - 1)
 
 
+def env_threads() -> int | None:
+    """``$SYMATTN_THREADS`` as an integer 1..4096, or None when unset or empty.
+
+    Raises
+    ------
+    ParameterError
+        ``SYMATTN_THREADS``, when it is set to anything else (it is never ignored silently).
+
+    Examples
+    --------
+    >>> os.environ[THREADS_ENV] = "abc"
+    >>> env_threads()
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid SYMATTN_THREADS='abc': allowed an integer 1 <= threads <= 4096, or unset
+    >>> del os.environ[THREADS_ENV]
+    >>> env_threads() is None
+    True
+    """
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if not env:
+        return None
+    try:
+        value = int(env)
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= 4096:
+        from .errors import ParameterError
+
+        raise ParameterError(THREADS_ENV, env, "an integer 1 <= threads <= 4096, or unset")
+    return value
+
+
 def choose_threads(n: int) -> int:
     """Threads for one computation on n×n matrices: ``$SYMATTN_THREADS`` if set; else 1 when
     n < :data:`SMALL_N`; else the idle cores, ``available_cores() - busy_cores()``, at least 1.
@@ -85,12 +118,9 @@ def choose_threads(n: int) -> int:
     >>> 1 <= choose_threads(4000) <= available_cores()
     True
     """
-    env = os.environ.get(THREADS_ENV, "").strip()
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
+    env = env_threads()
+    if env is not None:
+        return env
     if n < SMALL_N:
         return 1
     cores = available_cores()
@@ -176,7 +206,7 @@ def auto_threads(n: int):
     ...     float(np.trace(np.eye(2)))
     2.0
     """
-    if os.environ.get(THREADS_ENV, "").strip():
+    if env_threads() is not None:
         return limit_threads(choose_threads(n))
     import importlib
 

@@ -1,7 +1,8 @@
 """Wall-clock limits on pure-Python computations (base layer), in one place.
 
 :func:`time_limited` runs ``fn()`` under a limit of ``seconds``: in the main thread a SIGALRM
-interval timer interrupts it (an outer timer is re-armed with what is left of it); elsewhere the
+interval timer interrupts it, and again every 50 ms should the interruption be swallowed (an outer timer
+is re-armed with what is left of it); elsewhere the
 call runs in a daemon thread that is abandoned on time-out. It returns the value, :data:`TIMEOUT`
 or :data:`FAILED` (``fn`` raised an ``Exception``).
 """
@@ -22,7 +23,9 @@ FINITE_P_SECONDS = 120         # one finite-p corrected theory evaluation in the
 SOLVESET_SECONDS = 2.0         # sympy.solveset of one kink candidate (activations.analysis.real_roots)
 EXPRESSION_SECONDS = 2.0       # building the SymPy expression of one activation/phi string (activations.expression)
 LIMIT_SECONDS = 5.0            # sympy.limit of f(x)/x, the diagonal constant d (activations.diagonal)
-EXACT_COEFFICIENTS_SECONDS = 2.0  # default total budget of sympy.integrate in Activation.exact_coefficients
+EXACT_COEFFICIENTS_SECONDS = 2.0  # default total budget of the exact (SymPy) coefficients in Activation.exact_coefficients
+QUADRATURE_SECONDS = 30.0      # one tanh-sinh pass of an activation's Gaussian moments (Activation._moments)
+VALIDATION_SECONDS = 5.0       # checking that an activation is finite and real (Activation._validate)
 
 
 def time_limited(fn, seconds: float, reraise: bool = False):
@@ -50,21 +53,29 @@ def time_limited(fn, seconds: float, reraise: bool = False):
         class _TimeUp(BaseException):
             pass
 
+        active = [True]
+
         def _handler(signum, frame):
-            raise _TimeUp
+            if active[0]:
+                raise _TimeUp
 
         start = time.monotonic()
         old_handler = signal.signal(signal.SIGALRM, _handler)
-        old_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+        # the timer repeats every 50 ms after the limit: code that swallows the first interruption (a bare
+        # ``except:`` deep in a library) is interrupted again, until the call ends
+        old_timer = signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
         try:
             return fn()
         except _TimeUp:
+            active[0] = False
             return TIMEOUT
         except Exception:
+            active[0] = False
             if reraise:
                 raise
             return FAILED
         finally:
+            active[0] = False
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_handler)
             if old_timer[0] > 0:  # re-arm an outer timer with what is left of it

@@ -141,8 +141,10 @@ def _toml(d: dict) -> str:
     return "\n".join(f"{k} = {value(v)}" for k, v in d.items()) + "\n"
 
 
-def test_layer_round_trips_through_json_and_toml(tmp_path):
+def test_layer_round_trips_through_json_and_toml(tmp_path, monkeypatch):
     import tomllib
+
+    monkeypatch.chdir(tmp_path)   # a recorded file reference is read inside the working folder only
 
     W = grid.weights(20, 3, None)
     np.save(tmp_path / "W.npy", W)

@@ -36,8 +36,8 @@ import sympy as sp
 from mpmath import mp
 
 from ..errors import ActivationError, ParameterError, QuadratureWarning
+from ..timeouts import EXACT_COEFFICIENTS_SECONDS, QUADRATURE_SECONDS, VALIDATION_SECONDS
 from ..validation import known_keywords
-from ..timeouts import EXACT_COEFFICIENTS_SECONDS
 from ..validation import check_dps, check_int
 from .analysis import find_kinks, pieces, special_points
 from .catalog import catalog_name
@@ -148,8 +148,13 @@ class Activation:
 
     def _validate(self):
         grid = list(np.linspace(-8.0, 8.0, 161)) + list(self.kinks) + list(self._special)
+        deadline = time.monotonic() + VALIDATION_SECONDS
         with mp.workdps(20), np.errstate(all="ignore"):
             for t in grid:
+                if time.monotonic() > deadline:
+                    raise ActivationError(
+                        f"checking the activation {self.name!r} took longer than {VALIDATION_SECONDS:g} s "
+                        f"(stopped at x = {t:g}): give a cheaper expression")
                 try:
                     v = self._mp_eval(mp.mpf(t))
                     if not mp.isfinite(v):
@@ -207,9 +212,10 @@ class Activation:
 
     # ------------------------------------------------------------------ quadrature
     def _moments(self, dps: int, kmax: int, warn: bool = True) -> dict:
-        """gaussian_moments of the uncentred f at dps digits, cached (reuses a larger kmax)."""
+        """gaussian_moments of the uncentred f at dps digits, cached (reuses a larger kmax or more digits), within
+        ``QUADRATURE_SECONDS`` (:mod:`symattn.timeouts`)."""
         for (d, k), res in self._moment_cache.items():
-            if d == dps and k >= kmax:
+            if d >= dps and k >= kmax:   # more digits serve as well (the callers round to dps)
                 return res
         cutoff = 30.0 if self.float_only else None
         if self.float_only and dps > 15 and warn:
@@ -218,8 +224,19 @@ class Activation:
                 f"coefficients are computed from float64 values (about 15 digits, not {dps})",
                 QuadratureWarning, stacklevel=3)
         qdps = 15 if self.float_only else dps  # float values: more digits cannot be had
+        deadline = time.monotonic() + QUADRATURE_SECONDS
+
+        def f(t):   # the quadrature with a cooperative deadline, checked at every node
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the quadrature took longer than {QUADRATURE_SECONDS:g} s (kmax = {kmax}, "
+                                   f"dps = {dps}): give a cheaper expression, a lower kmax or fewer digits")
+            return self._mp_eval(t)
+
         with np.errstate(all="ignore"):
-            res = gaussian_moments(self._mp_eval, kmax, qdps, self.kinks, cutoff=cutoff)
+            try:
+                res = gaussian_moments(f, kmax, qdps, self.kinks, cutoff=cutoff)
+            except (OverflowError, TimeoutError) as exc:   # a bound reached (evaluation.MP_EXP_LIMIT, the deadline)
+                raise ActivationError(f"the activation {self.name!r} cannot be integrated: {exc}") from None
         self._moment_cache[(dps, kmax)] = res
         return res
 
@@ -360,7 +377,7 @@ class Activation:
         kmax : int
             Highest order, 0 <= kmax <= 200.
         timeout : float
-            Total seconds for ``sympy.integrate`` (default ``EXACT_COEFFICIENTS_SECONDS`` of
+            Total seconds of the exact computation (default ``EXACT_COEFFICIENTS_SECONDS`` of
             :mod:`symattn.timeouts`).
 
         Returns
@@ -382,6 +399,9 @@ class Activation:
         parts = None
         for k in range(1, kmax + 1):
             if k not in self._exact_cache:
+                if time.monotonic() > deadline:   # out of time: the rest stays unknown (not cached)
+                    out += [None] * (kmax + 1 - k)
+                    break
                 if parts is None:
                     parts = pieces(self.expr, self._exact_kinks)
                 self._exact_cache[k] = exact_hermite_coefficient(self.expr, k, parts, deadline)
@@ -420,11 +440,12 @@ class Activation:
         out = dict.fromkeys(("a0", "a1", "nu", "s2", "d"))
         if self.expr is None or self._exact_kinks is None:
             return out
+        deadline = time.monotonic() + 2 * float(timeout)
         out["a1"] = self.exact_coefficients(kmax=1, timeout=timeout)[1]
         parts = pieces(self.expr, self._exact_kinks)
 
         def expectation(power):
-            vals = [exact_gaussian_expectation(piece**power, X, lo, hi) for lo, hi, piece in parts]
+            vals = [exact_gaussian_expectation(piece**power, X, lo, hi, deadline=deadline) for lo, hi, piece in parts]
             return None if any(v is None for v in vals) else sp.Add(*vals)
 
         a0, f2 = expectation(1), expectation(2)

@@ -20,10 +20,46 @@ from itertools import combinations
 import numpy as np
 import sympy as sp
 
-from ..timeouts import SOLVESET_SECONDS, time_limited
+from ..timeouts import SOLVESET_SECONDS, TIMEOUT, time_limited
 from .catalog import X
 
-__all__ = ["real_roots", "find_kinks", "special_points", "select_piece", "pieces"]
+__all__ = ["real_roots", "find_kinks", "special_points", "select_piece", "pieces", "symbolic_size", "too_large_for_sympy",
+           "SYMBOLIC_NODES", "SYMBOLIC_DEPTH"]
+
+#: the largest expression given to open-ended SymPy work (``limit``, ``integrate``): tree nodes and nesting
+#: depth of functions; beyond it the numeric paths answer (their own bounds apply), in bounded time
+SYMBOLIC_NODES = 200
+SYMBOLIC_DEPTH = 8
+
+
+def symbolic_size(expr) -> tuple:
+    """(tree nodes, nesting depth of function applications) of a SymPy expression.
+
+    Examples
+    --------
+    >>> symbolic_size(sp.sin(sp.sin(X)) + X**2)
+    (7, 2)
+    """
+    def depth(e):
+        inner = max((depth(a) for a in e.args), default=0)
+        return inner + (1 if isinstance(e, sp.Function) else 0)
+
+    return sum(1 for _ in sp.preorder_traversal(expr)), depth(expr)
+
+
+def too_large_for_sympy(expr) -> bool:
+    """Whether ``expr`` exceeds :data:`SYMBOLIC_NODES` nodes or :data:`SYMBOLIC_DEPTH` nested functions.
+
+    Examples
+    --------
+    >>> deep = X
+    >>> for _ in range(9):
+    ...     deep = sp.sin(deep)
+    >>> too_large_for_sympy(sp.tanh(X)), too_large_for_sympy(deep)
+    (False, True)
+    """
+    nodes, depth = symbolic_size(expr)
+    return nodes > SYMBOLIC_NODES or depth > SYMBOLIC_DEPTH
 
 
 def real_roots(g):
@@ -59,6 +95,10 @@ def real_roots(g):
     except (sp.PolynomialError, sp.GeneratorsNeeded, NotImplementedError):
         pass
     sol = time_limited(lambda: sp.solveset(g, X, sp.S.Reals), SOLVESET_SECONDS)
+    if sol is TIMEOUT:
+        from .expression import clear_sympy_cache
+
+        clear_sympy_cache()
     if isinstance(sol, sp.FiniteSet) and all(r.is_real for r in sol):
         return list(sol)
     if sol is sp.S.EmptySet:

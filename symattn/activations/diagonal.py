@@ -28,8 +28,9 @@ from mpmath import mp
 from ..errors import QuadratureWarning
 from ..gauss import composite_gauss_legendre
 from ..timeouts import FAILED, LIMIT_SECONDS, TIMEOUT, time_limited
-from .analysis import pieces
+from .analysis import pieces, too_large_for_sympy
 from .catalog import X
+from .expression import clear_sympy_cache
 
 __all__ = ["symbolic_diagonal", "numeric_diagonal", "finite_p_diagonal"]
 
@@ -50,7 +51,8 @@ def symbolic_diagonal(expr, exact_kinks=None):
     (float, sympy number or None) or None
         ``(d, exact d)``; ``(±inf, ±oo)`` for a superlinear f; ``(nan, None)`` if the limit
         does not exist (an AccumBounds, e.g. x·sin x); None if ``sympy.limit`` failed, ran past
-        ``LIMIT_SECONDS`` or returned something that is not a real number.
+        ``LIMIT_SECONDS`` or returned something that is not a real number, or if ``expr`` is too large
+        for it (:func:`~symattn.activations.analysis.too_large_for_sympy`).
 
     Examples
     --------
@@ -59,6 +61,8 @@ def symbolic_diagonal(expr, exact_kinks=None):
     >>> symbolic_diagonal(X**3 - 3 * X)
     (inf, oo)
     """
+    if too_large_for_sympy(expr):
+        return None
     e = expr
     if exact_kinks:
         try:
@@ -66,6 +70,8 @@ def symbolic_diagonal(expr, exact_kinks=None):
         except Exception:
             e = expr
     r = time_limited(lambda: sp.limit(e / X, X, sp.oo), LIMIT_SECONDS)
+    if r is TIMEOUT:
+        clear_sympy_cache()
     if r is not TIMEOUT and r is not FAILED and isinstance(r, sp.Basic):
         if r == sp.oo:
             return math.inf, r

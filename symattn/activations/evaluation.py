@@ -24,6 +24,7 @@ from functools import reduce
 
 import numpy as np
 import sympy as sp
+from mpmath import mp
 
 from .catalog import X
 
@@ -88,7 +89,9 @@ def numpy_from_callable(f):
 
 
 def mpmath_function(expr):
-    """``sympy.lambdify`` of the uncentred f = ``expr`` to mpmath (at the working precision).
+    """``sympy.lambdify`` of the uncentred f = ``expr`` to mpmath (at the working precision), bounded:
+    e^a, sinh a, cosh a and b^a with an argument beyond :data:`MP_EXP_LIMIT` (|a log b| for b^a) raise
+    OverflowError instead of computing a number of astronomically many digits (``exp(exp(exp(x)))``).
 
     Parameters
     ----------
@@ -105,8 +108,52 @@ def mpmath_function(expr):
     >>> with mp.workdps(30):
     ...     print(mpmath_function(sp.erf(X))(mp.mpf(1)))
     0.842700792949714869341220635083
+    >>> mpmath_function(sp.exp(sp.exp(sp.exp(X))))(mp.mpf(40))
+    Traceback (most recent call last):
+    ...
+    OverflowError: exp of an argument of size 2.3539e+17 exceeds e^1e+06
     """
-    return sp.lambdify(X, expr, "mpmath")
+    guarded = expr.replace(lambda e: e.is_Pow and e.exp.has(X), lambda e: _GPOW(e.base, e.exp))
+    return sp.lambdify(X, guarded, [_MP_GUARDS, "mpmath"])
+
+
+#: the largest argument a of e^a (and of sinh, cosh, b^a) that :func:`mpmath_function` evaluates: e^(10^6)
+#: is about 10^434294; beyond it ``e^(e^(e^x))`` would need astronomically many digits, so the evaluation
+#: stops with OverflowError instead of running for ever
+MP_EXP_LIMIT = 10**6
+_GPOW = sp.Function("symattn_guarded_pow")
+
+
+def _overflow(name, a):
+    raise OverflowError(f"{name} of an argument of size {mp.nstr(a, 5)} exceeds e^{MP_EXP_LIMIT:.0e}")
+
+
+def _gexp(a):
+    r = mp.re(a)
+    if r > MP_EXP_LIMIT:
+        _overflow("exp", r)
+    return mp.zero if r < -MP_EXP_LIMIT else mp.exp(a)
+
+
+def _gsinh(a):
+    if abs(mp.re(a)) > MP_EXP_LIMIT:
+        _overflow("sinh", a)
+    return mp.sinh(a)
+
+
+def _gcosh(a):
+    if abs(mp.re(a)) > MP_EXP_LIMIT:
+        _overflow("cosh", a)
+    return mp.cosh(a)
+
+
+def _gpow(b, e):
+    if b != 0 and abs(mp.re(e) * mp.log(abs(b))) > MP_EXP_LIMIT:
+        _overflow("power", mp.re(e) * mp.log(abs(b)))
+    return mp.power(b, e)
+
+
+_MP_GUARDS = {"exp": _gexp, "sinh": _gsinh, "cosh": _gcosh, "symattn_guarded_pow": _gpow}
 
 
 def torch_function(expr, catalog_name: str | None = None):

@@ -16,7 +16,9 @@ import time
 import sympy as sp
 
 from ..timeouts import FAILED, TIMEOUT, time_limited
+from .analysis import too_large_for_sympy
 from .catalog import X
+from .expression import clear_sympy_cache
 from .hermite import exact_gaussian_expectation
 
 __all__ = ["exact_hermite_coefficient", "closed_form_unlikely"]
@@ -38,14 +40,15 @@ def closed_form_unlikely(expr) -> bool:
     bool
         True if ``expr`` contains tanh, log, atan, the other inverse or reciprocal trigonometric
         and hyperbolic functions, LambertW or erfi, or x inside a denominator that is not x
-        itself (rational functions of exp(x) such as sigmoid and silu, or of |x| as softsign).
+        itself (rational functions of exp(x) such as sigmoid and silu, or of |x| as softsign), or if
+        it is too large for SymPy (:func:`~symattn.activations.analysis.too_large_for_sympy`).
 
     Examples
     --------
     >>> closed_form_unlikely(1 / (1 + sp.exp(-X))), closed_form_unlikely(X * sp.erf(X))
     (True, False)
     """
-    if expr.has(*_NO_CLOSED_FORM):
+    if expr.has(*_NO_CLOSED_FORM) or too_large_for_sympy(expr):
         return True
     for node in sp.preorder_traversal(expr):
         if node.is_Pow and node.exp.is_negative and node.base.has(X) and not node.base.is_Symbol:
@@ -65,7 +68,7 @@ def exact_hermite_coefficient(expr, k: int, pieces, deadline: float):
     pieces : list of (lo, hi, piece)
         The analytic pieces of ``expr`` (:func:`~symattn.activations.analysis.pieces`).
     deadline : float
-        ``time.monotonic()`` value after which ``sympy.integrate`` is not tried or is abandoned.
+        ``time.monotonic()`` value after which the closed form and ``sympy.integrate`` are abandoned (None).
 
     Returns
     -------
@@ -84,7 +87,7 @@ def exact_hermite_coefficient(expr, k: int, pieces, deadline: float):
     He = sp.hermite_prob(k, X)
     total = sp.Integer(0)
     for lo, hi, piece in pieces:
-        v = exact_gaussian_expectation(piece * He, X, lo, hi, simplify=False)
+        v = exact_gaussian_expectation(piece * He, X, lo, hi, simplify=False, deadline=deadline)
         if v is None:
             total = None
             break
@@ -104,6 +107,8 @@ def exact_hermite_coefficient(expr, k: int, pieces, deadline: float):
             return acc
 
         total = time_limited(_integrate, deadline - time.monotonic())
+        if total is TIMEOUT:
+            clear_sympy_cache()
         if total is TIMEOUT or total is FAILED:
             return None
     return sp.factor_terms(sp.expand(total / sp.sqrt(sp.factorial(k))))

@@ -59,7 +59,7 @@ from ..timeouts import EXPRESSION_SECONDS, TIMEOUT, time_limited
 
 __all__ = ["FUNCTIONS", "CONSTANTS", "NON_FINITE_NAMES", "MAX_LENGTH", "MAX_NODES", "MAX_DEPTH",
            "MAX_ARGS", "MAX_LITERAL_DIGITS", "MAX_LITERAL_ORDER", "MAX_EXPONENT", "MAX_NUMBER_BITS",
-           "MAX_MAGNITUDE", "parse_expression", "as_expression", "non_finite_atoms"]
+           "MAX_MAGNITUDE", "parse_expression", "as_expression", "non_finite_atoms", "clear_sympy_cache"]
 
 #: longest accepted string, in characters
 MAX_LENGTH = 2000
@@ -173,9 +173,24 @@ def parse_expression(text: str, symbols: dict, parameter: str = "activation",
     except (RecursionError, MemoryError):
         builder.refuse("it is nested too deeply or too large to build")
     if out is TIMEOUT:
+        clear_sympy_cache()
         builder.refuse(f"building it took longer than {EXPRESSION_SECONDS:g} s "
                        "(a constant too large or too close to a discontinuity to evaluate)")
     return out
+
+
+def clear_sympy_cache() -> None:
+    """Empty SymPy's caches: after a computation interrupted by a time limit (:mod:`symattn.timeouts`), an
+    entry it left half made can make later, unrelated constructions run for ever (``exp(0.5)`` was seen to).
+
+    Examples
+    --------
+    >>> clear_sympy_cache(); sp.exp(sp.Rational(1, 2))
+    exp(1/2)
+    """
+    from sympy.core.cache import clear_cache
+
+    clear_cache()
 
 
 def as_expression(value, symbols: dict, parameter: str, functions: dict | None = None) -> sp.Expr:

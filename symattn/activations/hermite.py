@@ -25,6 +25,7 @@ Three independent ways of computing them live here:
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from functools import lru_cache
 
@@ -237,8 +238,16 @@ def _incomplete_moments(jmax: int, t) -> list:
 
 
 def _shifted_power(m: int, mu, s) -> dict:
-    """Coefficients {j: c_j} of (μ + s ζ)^m as a polynomial in ζ."""
-    return {j: sp.binomial(m, j) * mu ** (m - j) * s ** j for j in range(m + 1)}
+    """Coefficients {j: c_j} of (μ + s ζ)^m as a polynomial in ζ (degree at most :data:`MAX_EXACT_DEGREE`)."""
+    if m > MAX_EXACT_DEGREE:
+        raise UnsupportedIntegrand(f"degree {m} > {MAX_EXACT_DEGREE}")
+    if mu == 0:
+        return {m: s ** m}
+    out, b = {}, sp.Integer(1)
+    for j in range(m + 1):   # binomial(m, j) by the recurrence, not from factorials each time
+        out[j] = b * mu ** (m - j) * s ** j
+        b = b * (m - j) / (j + 1)
+    return out
 
 
 def _poly_add(P: dict, Q: dict, c=1) -> dict:
@@ -364,6 +373,41 @@ def _parse_term(term, x):
     return coef, m, (q2, q1, q0), ab
 
 
+#: the exact path's bounds: the highest power of x, and the number of terms the expanded integrand may have
+MAX_EXACT_DEGREE = 512
+MAX_EXACT_TERMS = 4000
+_EXP_LIKE = (sp.exp, sp.sin, sp.cos, sp.sinh, sp.cosh)
+
+
+def _terms_bound(expr, x) -> float:
+    """An upper bound on the number of terms of ``_prepare(expr)``, or inf where a factor is outside the
+    supported shapes (exp, sin, cos, sinh, cosh of a polynomial of degree <= 2, erf, erfc of a linear
+    one, integer powers): checked before expanding, so that nothing is expanded that cannot be integrated."""
+    if not expr.has(x):
+        return 1
+    if expr == x:
+        return 1
+    if expr.is_Add:
+        return sum(_terms_bound(a, x) for a in expr.args)
+    if expr.is_Mul:
+        return math.prod(_terms_bound(a, x) for a in expr.args)
+    if expr.is_Pow:
+        e = expr.exp
+        if e.has(x) or not e.is_Integer or e < 0 or e > MAX_EXACT_DEGREE:
+            return math.inf
+        t = _terms_bound(expr.base, x)
+        return math.inf if t == math.inf else math.comb(int(e) + int(t) - 1, int(t) - 1) if t > 1 else 1
+    if isinstance(expr, _EXP_LIKE + (sp.erf, sp.erfc)):
+        deg = 1 if isinstance(expr, (sp.erf, sp.erfc)) else 2
+        try:
+            if sp.Poly(expr.args[0], x).degree() > deg:
+                return math.inf
+        except sp.PolynomialError:
+            return math.inf
+        return 2 if isinstance(expr, (sp.sin, sp.cos, sp.sinh, sp.cosh, sp.erfc)) else 1
+    return math.inf
+
+
 def _prepare(expr):
     for fn in (sp.sin, sp.cos, sp.sinh, sp.cosh):
         if expr.has(fn):
@@ -373,18 +417,32 @@ def _prepare(expr):
     return sp.expand(expr)
 
 
-def exact_gaussian_expectation(g, x, lo=-sp.oo, hi=sp.oo, simplify: bool = True):
+def exact_gaussian_expectation(g, x, lo=-sp.oo, hi=sp.oo, simplify: bool = True, deadline: float | None = None):
     r"""Closed form of ∫_lo^hi g(x) φ(x) dx, or ``None`` when g is outside the supported class.
 
     Supported: g a sum of terms c·x^m·e^{q(x)}·erf(αx+β)^{0|1} with q of degree ≤ 2 (and
     1 − 2q₂ > 0); the erf factor only on the whole line. sin, cos, sinh, cosh are rewritten
     as exponentials (with complex q1: the result is real and simplified back), erfc as 1 − erf.
+    Bounded work: None also when the expanded g would have more than :data:`MAX_EXACT_TERMS` terms, a
+    power of x above :data:`MAX_EXACT_DEGREE`, or when ``time.monotonic()`` passes ``deadline``.
+
+    Examples
+    --------
+    >>> x = sp.Symbol("x", real=True)
+    >>> exact_gaussian_expectation(sp.cos(x), x)
+    exp(-1/2)
+    >>> exact_gaussian_expectation(sp.sin(sp.sin(x)), x) is None      # outside the supported shapes
+    True
     """
     try:
+        if _terms_bound(g, x) > MAX_EXACT_TERMS:
+            raise UnsupportedIntegrand("too many terms")
         terms = sp.Add.make_args(_prepare(g))
         total = sp.Integer(0)
         whole = lo == -sp.oo and hi == sp.oo
         for term in terms:
+            if deadline is not None and time.monotonic() > deadline:
+                raise UnsupportedIntegrand("out of time")
             coef, m, (q2, q1, q0), ab = _parse_term(term, x)
             if ab is None:
                 total += coef * _poly_exp_integral({m: sp.Integer(1)}, q2, q1, q0, lo, hi)

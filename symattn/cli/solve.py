@@ -218,7 +218,7 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     from ..activations.activation import activation
     from ..errors import FiniteSizeWarning, ParameterError
     from ..model import (as_geometry, check_c, check_diagonal, check_dps, check_gamma, check_n, kernel_constants,
-                         signal_strength)
+                         signal_strength, weight_strength)
 
     if model not in ("attention", "linear", "both"):
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
@@ -295,6 +295,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     if n is not None:
         ts = [float(t) for t in np.atleast_1d(signal_strength(geometry, n, cs))]
         out["t"] = ts if several else ts[0]
+        sws = [float(s) for s in np.atleast_1d(weight_strength(geometry, n, cs))]
+        out["weight_strength"] = sws if several else sws[0]
     if accuracy:
         out["accuracy"] = accuracy if several else accuracy[0]
     if correction is not None:
@@ -352,11 +354,20 @@ def run(args) -> int:
     several = "c" in data
     ts = (data["t"] if several else [data["t"]]) if "t" in data else []
     t_max = max(ts, key=abs) if ts else 0.0
+    sws = data.get("weight_strength", [])
+    sws = sws if isinstance(sws, list) else [sws]
+    # with --finite-p the signal-dominated points (|t| >= s_w, w along mu) are covered by the correction
+    sw_max = max([sw for sw, t in zip(sws, ts) if not (args.finite_p and abs(t) >= sw)], default=0.0)
+    said = []   # one warning line for every strong direction
     if abs(t_max) > STRONG_SIGNAL_T and not args.finite_p and args.model != "linear":
-        warnings.warn(FiniteSizeWarning(
-            f"signal strength t = {t_max:.3g} {'>' if t_max > 0 else '<'} {'' if t_max > 0 else '-'}"
-            f"{STRONG_SIGNAL_T:g} (|t| > {STRONG_SIGNAL_T:g}): the asymptotic E_attention is biased at this "
-            "size; add --finite-p for the finite-p corrected theory"))
+        said.append(f"signal strength t = {t_max:.3g} {'>' if t_max > 0 else '<'} {'' if t_max > 0 else '-'}"
+                    f"{STRONG_SIGNAL_T:g} (|t| > {STRONG_SIGNAL_T:g}): the asymptotic E_attention is biased at this "
+                    "size; add --finite-p for the finite-p corrected theory")
+    if sw_max > STRONG_SIGNAL_T and args.model != "linear":
+        said.append(f"weight strength ||w_K|| ||w_Q||/sqrt(p) = {sw_max:.3g} > {STRONG_SIGNAL_T:g}: outside the "
+                    "regime the theory covers; E_attention can be far off (check with symattn simulate)")
+    if said:
+        warnings.warn(FiniteSizeWarning("; and ".join(said)))
     failed = data.get("failed", [])
     if args.json:
         from .tokens import tokens_parameters
@@ -401,7 +412,16 @@ def _print_table(args, data, geometry, several: bool) -> None:
 
     acc = data.get("accuracy")
 
-    def atlas(a):   # the accuracy atlas' flag of the point (docs/accuracy.md)
+    def strong(i):   # a strong direction is large at the i-th c (the FiniteSizeWarning's short form)
+        t = data["t"][i] if several else data["t"]
+        sw = data["weight_strength"][i] if several else data["weight_strength"]
+        if args.finite_p:   # the correction covers |t| and a signal-dominated s_w
+            return sw > max(STRONG_SIGNAL_T, abs(t))
+        return max(sw, abs(t)) > STRONG_SIGNAL_T
+
+    def atlas(a, i=0):   # the accuracy atlas' flag of the point (docs/accuracy.md); never 'ok' where it is strong
+        if "t" in data and strong(i):
+            return "finite-size"
         if a is None:
             return "-"
         return a["flag"] if a["flag"] != "miss" or a["gap"] is None else f"miss {100 * a['gap']:+.0f}%"
@@ -418,7 +438,7 @@ def _print_table(args, data, geometry, several: bool) -> None:
     for i, c in enumerate(data["c"]):
         per_c = ([fmt(d[i])] if isinstance(d, list) else []) + ([fmt(data["t"][i])] if "t" in data else [])
         rows += [[fmt(c), fmt(g)] + per_c + [cell(data[k][i][j]) for k in keys]
-                 + ([atlas(acc[i][j])] if acc is not None else []) for j, g in enumerate(data["gamma"])]
+                 + ([atlas(acc[i][j], i)] if acc is not None else []) for j, g in enumerate(data["gamma"])]
     print(format_table(["c", "gamma"] + extra + keys + atlas_col, rows,
                        align="r" * (2 + len(extra) + len(keys)) + "l" * len(atlas_col)))
 

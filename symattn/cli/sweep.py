@@ -63,6 +63,10 @@ def run(args) -> int:
           f"{summary['draws']} draws: {summary['tasks']} tasks, {summary['computed']} computed, "
           f"{summary['reused']} reused ({summary['engine']}, {summary['workers']} workers, "
           f"{summary['seconds']:.1f} s); store {summary['store']}")
+    if summary.get("corrupted"):
+        print(f"{summary['corrupted']} stored task(s) failed their checksum and were computed again")
+    if summary.get("rebuilt_root"):
+        print("the store's root metadata was damaged and has been rebuilt from symattn_root.json")
     print("theory vs Monte Carlo (z = |mean - theory|/se):")
     print(format_table(["model", "cells", "max |z|", "within 3 se", "max rel gap"], _agreement_rows(summary),
                        align="lrrrr"))

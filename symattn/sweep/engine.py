@@ -30,8 +30,8 @@ from ..cluster import dask_client
 from ..errors import ParameterError
 from ..validation import known_keywords
 from .spec import SweepSpec, load_spec
-from .store import (THEORY, Writer, check_layers, check_store, create_store, done_mask, extend_store, old_index,
-                    open_store)
+from .store import (THEORY, Writer, remove_stale_temporaries, check_layers, check_store, create_store, done_mask,
+                    extend_store, old_index, open_store, rebuild_root, store_lock, task_status, terminate_cleanly)
 
 __all__ = ["sweep", "open_sweep", "run_task", "point_theory", "theory_arrays", "agreement"]
 
@@ -219,6 +219,9 @@ def _dask(client, tasks, writer, bar, key_prefix):
 def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=None) -> dict:
     r"""Run (or resume) a sweep: every missing task (point, draw) of ``spec``, stored in ``store`` as it finishes.
 
+    One sweep writes a store at a time: a second one waits for the first one's lock (a few seconds), then
+    refuses (:func:`~symattn.sweep.store.store_lock`); results of two specs are never mixed.
+
     Each task is one exact Monte Carlo draw (:func:`symattn.simulate`, docs/theory.md §2) of
     E_A(γ) = γ² ŷᵀ(M+γ)^{-2}ŷ and E_LR(γ) for every γ of the spec; the deterministic
     equivalents (:func:`symattn.solve`) are stored with them. Tasks already in the store are
@@ -246,7 +249,9 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     Returns
     -------
     dict
-        ``tasks``, ``computed``, ``reused`` (tasks kept from the store), ``store``, ``points`` (grid
+        ``tasks``, ``computed``, ``reused`` (tasks kept from the store), ``corrupted`` (stored tasks whose
+        chunks failed their checksum, computed again), ``rebuilt_root`` (the root metadata was rebuilt,
+        :func:`~symattn.sweep.store.rebuild_root`), ``store``, ``points`` (grid
         points × γ), ``grid_points``, ``draws``, ``gamma``, ``engine``, ``workers``, ``extended`` (the keys
         in which the spec extended the stored one), ``strong_signal`` (grid points with |t| > 0.15 and
         the asymptotic theory), ``seconds``, ``agreement``
@@ -280,15 +285,23 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
     prov = provenance(spec.canonical(), seed=int(spec.values["seed"]), backend=spec.values["backend"],
                       dtype="float64")
     t0 = time.perf_counter()
-    status = check_store(store, spec)
-    all_tasks = spec.tasks()
+    from pathlib import Path
+
     engine = "serial" if scheduler == "serial" else ("local-cluster" if scheduler is None else "scheduler")
     extra = {"gamma": spec.gamma, "aligned": bool(spec.values["aligned"]), "backend": spec.values["backend"]}
-    extended, nworkers = [], 0
+    extended, nworkers, corrupted = [], 0, 0
     with contextlib.ExitStack() as stack:
+        # one writer at a time (the lock), its temporaries removed on SIGTERM and after a kill -9
+        stack.enter_context(terminate_cleanly())
+        stack.enter_context(store_lock(store))
+        remove_stale_temporaries(Path(store))
+        rebuilt = Path(store).is_dir() and rebuild_root(store)
+        status = check_store(store, spec)
+        all_tasks = spec.tasks()
         if status == "same":
             check_layers(store, spec)
-            done = done_mask(store, spec)
+            done, bad = task_status(store, spec)
+            corrupted = int(bad.sum())
         else:
             done = np.zeros(spec.shape + (spec.draws,), dtype=bool)
         # a cluster first (a wrong address fails before any work), only when there is work to do
@@ -308,7 +321,10 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
         if status != "same":
             done = done_mask(store, spec)
         missing = [dict(t, **extra) for t in all_tasks if not done[t["index"]]]
-        writer = Writer(store)
+        if corrupted:
+            warnings.warn(f"{corrupted} stored task(s) of {store} failed their checksum: computed again",
+                          RuntimeWarning, stacklevel=2)
+        writer = Writer(store, spec.fingerprint)
         with tqdm(total=len(missing), desc="sweep", unit="task", file=sys.stderr, leave=False,
                   disable=not _show(progress, len(missing))) as bar:
             if missing:
@@ -321,6 +337,7 @@ def sweep(spec, store, *, scheduler=None, workers=None, progress=None, threads=N
             "store": str(store), "points": int(math.prod(spec.shape)) * len(spec.gamma),
             "grid_points": int(math.prod(spec.shape)), "draws": spec.draws, "gamma": spec.gamma,
             "dims": list(spec.dims), "engine": engine, "workers": nworkers, "extended": extended,
+            "corrupted": corrupted, "rebuilt_root": bool(rebuilt),
             "strong_signal": int(np.sum(ds["strong_signal"].values)) if "strong_signal" in ds else None,
             "seconds": time.perf_counter() - t0, "agreement": agreement(ds), "provenance": prov}
 

@@ -42,7 +42,7 @@ Keys (every other key is refused, naming it):
 - ``gamma`` (0 < γ <= 1e12, scalar or list): always the last dimension; every γ of a point comes
   from the same eigendecomposition, so γ is *not* a task axis;
 - scalars only: ``aligned`` (bool, default false: w_K = w_Q = μ, geometry from ``snr`` alone),
-  ``draws`` (1..10⁶, default 4), ``seed`` (0 <= seed < 2⁶³, default 0), ``backend`` ('numpy' or
+  ``draws`` (1..10⁶, default 4; at most 10⁵ tasks = grid points × draws, 10⁴ grid points and 1000 γ values per sweep), ``seed`` (0 <= seed < 2⁶³, default 0), ``backend`` ('numpy' or
   'torch', default 'numpy'), ``correction`` ('none' or 'finite-p': the finite-p corrected theory of the
   paper's model, docs/theory.md §10).
 
@@ -97,6 +97,10 @@ FORMAT1_KEYS = ("activation", "c", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq
                 "seed", "diagonal", "backend")
 ALL_KEYS = SWEPT_KEYS + ("gamma",) + SCALAR_KEYS
 DRAWS_MAX = 10**6
+#: the size of one sweep: grid points (each solved by the theory when the store is made), γ values, and tasks
+POINTS_MAX = 10**4
+GAMMA_MAX = 1000
+TASKS_MAX = 10**5
 SEED_MAX = 2**63 - 1
 #: spec format version stored with the results
 SPEC_VERSION = 1
@@ -309,6 +313,13 @@ class SweepSpec:
                 raise ParameterError(extra[0], data[extra[0]], "unset when aligned = true",
                                      hint="aligned sets w_K = w_Q = mu from snr alone")
         spec = cls(values=values, dims=tuple(dims))
+        points = math.prod(spec.shape)
+        if points > POINTS_MAX or points * spec.draws > TASKS_MAX or len(values["gamma"]) > GAMMA_MAX:
+            raise ParameterError("spec", f"{points} grid points x {spec.draws} draws x {len(values['gamma'])} gamma",
+                                 f"at most {POINTS_MAX} grid points, {GAMMA_MAX} gamma values and {TASKS_MAX} tasks "
+                                 "(grid points x draws) per sweep",
+                                 hint="split the sweep, or run fewer draws first and extend the store later (a spec "
+                                      "with more draws keeps every stored task)")
         from ..model import check_dimension
 
         for _, point in spec.points():  # every point must make a valid layer, signal and size
