@@ -55,7 +55,7 @@ class KeywordError(ParameterError, TypeError):
     ...     sa.memorization_error("tanh", c=0.5, gama=0.1)
     ... except KeywordError as e:
     ...     print(e)
-    memorization_error() got an unknown keyword gama=0.1: did you mean gamma? (its keywords: f, c, gamma, geometry, model, backend, dps, n, diagonal, correction, errors, residual, heads, readout, kernel, temperature, weights, mu, structure, error)
+    memorization_error() got an unknown keyword gama=0.1: did you mean gamma? (its keywords: f, c, gamma, geometry, model, backend, dps, n, diagonal, correction, errors, residual, heads, readout, kernel, temperature, weights, mu, structure, error, tokens)
     """
 
     def __init__(self, function: str, name: str, value, keywords):

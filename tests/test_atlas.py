@@ -173,7 +173,9 @@ def test_real_weights_warning_uses_the_activations_own_cells(act):
         warnings.simplefilter("always")
         r = layer.theory([1.0, 2.0], [[1e-3], [1e-2], [1e-1]], mu=mu)
     assert all(cell["activation"] == act for cell in r.accuracy.cells if "activation" in cell)
-    own = [row["gap"] for row in load_atlas() if row["activation"] == act and row["engine"] == "general-w"]
+    engine = r.parameters["engine"]
+    own = [row["gap"] for row in load_atlas() if row["activation"] == act and row["engine"] == engine]
+    assert own, engine
     assert all(min(own) <= g <= max(own) for g in r.accuracy.gap.ravel() if np.isfinite(g))
     text = " ".join(str(w.message) for w in caught if issubclass(w.category, sa.AccuracyWarning))
     others = {"erf", "tanh", "relu", "gelu"} - {act}

@@ -268,7 +268,7 @@ def refresh_table(table=None, out=None, *, workers=None, progress=None) -> dict:
             b["rows"] += 1
             b["within_before"] += bool(r["within"])
             if E is not None:
-                e = float(E[j])
+                e = float(f"{float(E[j]):.10g}")   # as the table stores it, so gap and z agree with its columns
                 if not np.isfinite(e):
                     failed += 1
                     continue
