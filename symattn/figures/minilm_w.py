@@ -92,10 +92,11 @@ def general_w_theory(f, c, gamma, W, mu) -> np.ndarray:
     >>> E.shape, bool(np.all((E > 0) & (E < 1)))
     ((2,), True)
     """
+    from ..accuracy import internal
     from ..errors import FailedPointsWarning
     from ..layer import memorization_error
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), internal():   # the figure sets its theory beside its own Monte Carlo
         warnings.simplefilter("ignore", FailedPointsWarning)  # NaN points are visible in the CSV (empty cells)
         return np.asarray(memorization_error(f, c, np.atleast_1d(np.asarray(gamma, dtype=float)), weights=W, mu=mu,
                                              errors="nan"), dtype=float)

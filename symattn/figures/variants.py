@@ -69,12 +69,14 @@ def random_heads(H: int, p: int, seed: int = 0) -> list:
 
 def _variant_theory(f, c, gamma, n=None, **kw) -> np.ndarray:
     """:func:`symattn.memorization_error` of a variant as floats; NaN where the theory refuses or fails."""
+    from ..accuracy import internal
     from ..errors import ConvergenceError, ParameterError
     from ..layer import memorization_error
 
     g = np.atleast_1d(np.asarray(gamma, dtype=float))
     try:
-        return np.asarray(memorization_error(f, c, g, n=n, **kw), dtype=float)
+        with internal():   # the figure sets its theory beside its own Monte Carlo
+            return np.asarray(memorization_error(f, c, g, n=n, **kw), dtype=float)
     except ParameterError:
         return np.full(g.shape, np.nan)
     except ConvergenceError:
