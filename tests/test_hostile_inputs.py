@@ -60,17 +60,23 @@ def _one_line_error(r):
 # ----------------------------------------------------------------------------- §3 wrong numbers
 def test_large_weights_at_mu_zero_warn():
     geo = sa.Geometry(wk2=100.0, wq2=100.0, wk_wq=100.0)
-    with pytest.warns(FiniteSizeWarning, match="weight strength"):
+    with pytest.warns(FiniteSizeWarning, match="weight strength") as caught:
         sa.memorization_error("erf", 2.0, [0.01, 0.1], geometry=geo, n=250)
+    # the case: ‖w_K‖‖w_Q‖/√p = 100/√500 = 4.47, far above the 0.15 threshold, and the message says so
+    assert any("4.47" in str(w.message) for w in caught if issubclass(w.category, FiniteSizeWarning))
     geo = sa.Geometry(wk2=40.0, wq2=40.0, wk_wq=40.0)   # ‖w‖² = 40 already misses by 40 %
-    with pytest.warns(FiniteSizeWarning, match="weight strength"):
+    with pytest.warns(FiniteSizeWarning, match="weight strength") as caught:
         sa.memorization_error("erf", 2.0, 0.1, geometry=geo, n=250)
+    assert any("1.79" in str(w.message) for w in caught if issubclass(w.category, FiniteSizeWarning))
 
 
 def test_small_weights_do_not_warn():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FiniteSizeWarning)
-        sa.memorization_error("erf", 1.0, 0.1, geometry=sa.Geometry(wk2=1.0, wq2=1.0, wk_wq=1.0), n=2000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        E = sa.memorization_error("erf", 1.0, 0.1, geometry=sa.Geometry(wk2=1.0, wq2=1.0, wk_wq=1.0), n=2000)
+    # ‖w_K‖‖w_Q‖/√p = 1/√2000 = 0.022: inside the regime, so no FiniteSizeWarning and a value in (0, 1)
+    assert not [w for w in caught if issubclass(w.category, FiniteSizeWarning)]
+    assert 0 < float(np.ravel(E)[0]) < 1
 
 
 def test_cli_never_says_ok_for_large_weights():
@@ -83,9 +89,10 @@ def test_cli_never_says_ok_for_large_weights():
 
 
 def test_softmax_with_strong_signal_warns():
-    with pytest.warns(FiniteSizeWarning):
+    with pytest.warns(FiniteSizeWarning) as caught:
         sa.memorization_error("tanh", 0.5, [0.01, 0.1, 1], geometry=sa.Geometry.aligned(20), n=300,
                               kernel="softmax", temperature=5, diagonal="zero")
+    assert [w for w in caught if issubclass(w.category, FiniteSizeWarning)]   # the softmax engine warns too
 
 
 def test_unphysical_points():

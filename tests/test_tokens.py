@@ -173,9 +173,11 @@ def test_cancellation_at_tiny_ridge_warns():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        linear_errors(0.5, 1e-4, 1.0, TokenLaw(ar1=0.5))        # resolved: no warning
-    with pytest.warns(PrecisionWarning):
+        ok = linear_errors(0.5, 1e-4, 1.0, TokenLaw(ar1=0.5))        # resolved: no warning
+    assert 0 < float(ok["train"]) < 1
+    with pytest.warns(PrecisionWarning) as caught:
         linear_errors(0.5, [1e-4, 1e-10], 1.0, TokenLaw(ar1=0.5))
+    assert any(issubclass(w.category, PrecisionWarning) for w in caught)
 
 
 def test_grid_is_converged():
