@@ -268,9 +268,9 @@ def test_convergence_error_and_unit_guard(tanh_solver, monkeypatch):
     assert info.value.point["gamma"] == 0.1
     assert m.main(["--c", "0.5", "--gamma", "0.1"]) == 3
     g = _load(path, "_codegen_test_guard")
-    real = g.woodbury_scaled
-    monkeypatch.setattr(g, "woodbury_scaled", lambda *a, **k: (real(*a, **k)[0], -2 * np.ones(len(a[1])),
-                                                               real(*a, **k)[2]))  # E = 2 gamma^2
+    real = g.woodbury
+    monkeypatch.setattr(g, "woodbury", lambda *a, **k: g.WoodburyResult(real(*a, **k)[0], -2 * np.ones(len(a[1])),
+                                                                         real(*a, **k).kappa))  # E = 2 gamma^2
     with pytest.raises(g.ConvergenceError, match=r"not in \[0, 1\]"):
         g.attention_error(0.5, 1.0)
 

@@ -88,7 +88,7 @@ def expanded_reference(f, c, gamma, geometry, dps=60, diagonal="f"):
         centred = np.array([[T[0, 6] - 1, T[0, 7] - 1 / cc, T[0, 8] - (1 + 1 / cc) / cc]], dtype=object)
         gram = ctx.convert(geometry.gram)[None]
         A = solver.kernel_coefficients(ctx, k.a1, gram, geometry.rank)
-        Gam, Gdot, Ch = (M[0] for M in solver._woodbury_matrices(
+        Gam, Gdot, Ch = (M[0] for M in solver.coupling_matrices(
             KERNELS["mpmath"], np.concatenate([T[:, :6], centred], axis=1), T_dot, A, gram, geometry.rank,
             ctx.sqrt(cm), 1, object))
         N = Gam.shape[0]

@@ -19,7 +19,7 @@ from .closed_runtime import (SUPPORT_DISTANCE, CLOSED_ACCEPT, FAST_ACCEPT, GUARD
     Basis, _Dual, _divided_basis, basis, _delta_mid_positive, integrate, _Points, _intermediates_e, _basis_e,
     _eargs, _newton_map, _residual, CONTINUATION_MIN, CONTINUATION_STRIDE, CONTINUATION_MAX_GAP, FAST_SWITCH,
     CONTINUATION_DIRECT, _start, _newton, solve_bulk_closed, _solve_from, closed_traces, _perturbed,
-    _sub_basis, _floats, _amp, attention_closed, woodbury_scaled, _precision, _change_of_E, METHODS, DEFAULT,
+    _sub_basis, _floats, _amp, attention_closed, _precision, _change_of_E, METHODS, DEFAULT,
     attention_points, solution_quantities)  # noqa: F401
 from .closed_table import (CLOSED, ClosedKernel, E_ARGS, R_ARGS, E_INTERMEDIATES, R_INTERMEDIATES, _items,
     reduced, ClosedDefinition, closed_definition, closed_kernel, _ClosedTable)  # noqa: F401

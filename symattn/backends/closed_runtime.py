@@ -29,7 +29,7 @@ a1 ≠ 0, where two roots are large). A point is solved here when
 Every other point is left to the quadrature solver (:mod:`symattn.backends.solver`), which has the
 continuation in γ, the reduced a1 = d = 0 equation and the damped fixed point; the result's
 ``closed`` field (``TheoryResult.closed``) says which one solved each point. The Woodbury step is
-:func:`woodbury_scaled` (equilibrated; exact rational only where that is ill-conditioned). With
+:func:`symattn.backends.solver.woodbury` (equilibrated; exact rational only where that is ill-conditioned). With
 mpmath the closed form runs with :data:`GUARD_DIGITS` more digits than asked for. In float64 it runs
 first with the basis in complex128 and keeps the points whose estimated error is at most
 :data:`FAST_ACCEPT`; the others run again with the basis in extended precision (numpy's longdouble),
@@ -46,7 +46,7 @@ from .closed_reduced import rescue_a1_d_zero, snap_a1
 from .closed_table import CLOSED, ClosedKernel
 from .context import FloatContext
 from .kernels import KERNELS, gram_values
-from .solver import (REGULAR_MIN_P, WOODBURY_COND, _initial_guess, _points, _relative_residual, _woodbury_matrices,
+from .solver import (BLOCK, REGULAR_MIN_P, WOODBURY_COND, _initial_guess, _points, _relative_residual, coupling_matrices,
                      kernel_coefficients, woodbury)
 
 #: a root of Δ closer than this fraction of b − a to the support [a, b] sends the point to quadrature
@@ -384,21 +384,26 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
                 v = np.broadcast_to(v, (P,))
                 vals[:, i] = vals[:, i] + v * B.cont[:, s_]
                 mags[:, i] += np.abs(np.asarray(ctx.to_float(v), dtype=float)) * B.mag[:, s_]
-    else:   # the nonzero coefficients (nnz, P) times their basis integrals, summed per item
+    else:   # the nonzero coefficients (nnz, block) times their basis integrals, summed per item
         vals, mags = np.zeros((P, kernel.items)), np.zeros((P, kernel.items))
         if kernel.layout and P:
             order, slots, runs = kernel.plan
-            out = kernel.fn(*args)
-            V = np.stack([np.broadcast_to(out[k], (P,)) for k in order])   # a printed kernel: constants as scalars
-            W = V * np.ascontiguousarray(B.cont.T)[slots]
-            if magnitudes:
-                np.abs(V, out=V)
-                V *= np.ascontiguousarray(B.mag.T)[slots]
             vt, mt = np.zeros((kernel.items, P)), np.zeros((kernel.items, P))
-            for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
-                np.sum(W[a_:b_], axis=0, out=vt[i])
+            contT, magT = np.ascontiguousarray(B.cont.T), np.ascontiguousarray(B.mag.T)
+            for lo in range(0, P, BLOCK):   # blocks of points: the (nnz, block) temporaries stay in cache
+                at = slice(lo, min(P, lo + BLOCK))
+                out = kernel.fn(*(x[at] if np.ndim(x) else x for x in args))
+                V = np.empty((len(order), at.stop - lo))
+                for r_, k in enumerate(order):   # a printed kernel: constants as scalars
+                    V[r_] = out[k]
+                W = V * contT[slots, at]
                 if magnitudes:
-                    np.sum(V[a_:b_], axis=0, out=mt[i])
+                    np.abs(V, out=V)
+                    V *= magT[slots, at]
+                for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
+                    np.sum(W[a_:b_], axis=0, out=vt[i, at])
+                    if magnitudes:
+                        np.sum(V[a_:b_], axis=0, out=mt[i, at])
             vals, mags = vt.T, mt.T
     cont = (vals, mags)
     if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
@@ -802,15 +807,16 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     args = (A, gq, rank, p.rc[idx])
                     kw = dict(a1=p.a1[idx] if coefficients is None else None)
                     store = {}
-                    Fv, Fd, kappa = woodbury_scaled(work, T, T_dot, *args, centred=U, store=store, **kw)
+                    Fv, Fd = wb = woodbury(work, T, T_dot, *args, centred=U, store=store, **kw)
+                    kappa = wb.kappa
                     if work.dps is None:
                         kw["exact"] = store["exact"] = kappa == 0
                     else:   # the first-order changes of E (_change_of_E) need only the float64 solve, and κ_s
                         kw["exact"] = None
                         Tf, Tdf, Af, gf, rcf, Uf = _floats(work, T, T_dot, A, gq, p.rc[idx], U)
                         a1_ = None if kw["a1"] is None else _floats(work, kw["a1"])[0]
-                        kappa = woodbury_scaled(FloatContext(), Tf, Tdf, Af, gf, rank, rcf, a1=a1_, centred=Uf,
-                                                store=store, rational=False)[2]
+                        kappa = woodbury(FloatContext(), Tf, Tdf, Af, gf, rank, rcf, a1=a1_, centred=Uf,
+                                         store=store, rational=False).kappa
                         # where float64 is too ill-conditioned, the perturbed mpmath solves themselves
                         store["exact"] = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
                     Ev = -(p.gamma[idx] ** 2) * Fd
@@ -838,7 +844,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                 sel = idx[good]
                 E[sel], F[sel], e_all[sel] = Ev[good], Fv[good], e[good]
                 res_all[sel], prec[sel], ok_all[sel] = np.asarray(res[good], float), est[good], True
-                todo = np.setdiff1d(todo, sel)
+                todo = todo[~ok_all[todo]]
     if ctx.dtype is object:   # back to the result's digits (NaN stays a float)
         with ctx:
             conv = np.frompyfunc(lambda v: v if isinstance(v, float) else ctx.scalar(v), 1, 1)
@@ -847,140 +853,10 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
             "iterations": iterations}
 
 
-def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None, exact=None, store=None,
-                    prior=None, rational: bool = True):
-    r"""F and F'(γ) by the Woodbury identity (:func:`symattn.backends.solver.woodbury`, docs/theory.md §6.6),
-    with the float64 solve of v = (I + ĈΓ)^{-1}e_0 on the equilibrated matrix R(I + ĈΓ)S (R, S diagonal
-    powers of two: every row, then every column, of 1-norm in [1/2, 1)).
-
-    At small γ, Γ ~ 1/γ makes I + ĈΓ badly scaled (condition ~ 1/γ) but not ill-conditioned: the
-    equilibrated condition number κ_s (1-norm, from the inverse) stays ~10²; only points with
-    κ_s·eps at least :data:`symattn.backends.solver.WOODBURY_COND` go to the exact rational step of
-    :func:`~symattn.backends.solver.woodbury`. mpmath: :func:`~symattn.backends.solver.woodbury` itself.
-
-    ``exact`` (P,) bool, optional: the points for the exact step, given (no condition number is
-    computed then: the perturbed evaluations of :func:`attention_closed` follow the unperturbed one).
-
-    ``store`` (dict), optional: receives ``v`` (P, N) and the inverse ``Minv`` (P, N, N) of I + ĈΓ (NaN
-    where not computed), and Ĉ, Γ̇ (``Ch``, ``Gdot``) for the first-order changes of :func:`_change_of_E`. ``prior`` (such a dict, rows matching these points), optional: for a system
-    within rounding of the stored one, v = v₀ + M₀⁻¹(e_0 − (I + ĈΓ)v₀) (one step of iterative
-    refinement: the error of v is then of the order of the change squared, far below rounding) in place
-    of a new solve (float64 only). ``rational=False``: no exact rational step; every κ_s is returned
-    (for the error estimate of the mpmath closed form, which needs the float64 solve and κ_s only).
-
-    Returns
-    -------
-    F, F_dot, kappa : arrays (P,)
-        κ_s (0 where the exact step solved the point, NaN where ``exact`` was given; 0 for mpmath).
-
-    Examples
-    --------
-    >>> from symattn.backends.context import FloatContext
-    >>> from symattn.backends import solver
-    >>> ctx = FloatContext()
-    >>> sol = solver.solve_bulk(ctx, 0.5, [1e-5, 1.0], 1.0, 0.0, 0.0)
-    >>> T, T_dot = solver.traces(ctx, sol, solver.bulk_derivative(ctx, sol))
-    >>> G = np.broadcast_to(np.ones((3, 3)), (2, 3, 3))
-    >>> A = solver.kernel_coefficients(ctx, np.ones(2), G, 1)
-    >>> F, Fd, kappa = woodbury_scaled(ctx, T, T_dot, A, G, 1, np.sqrt([0.5, 0.5]))
-    >>> F0, Fd0 = solver.woodbury(ctx, T, T_dot, A, G, 1, np.sqrt([0.5, 0.5]))
-    >>> bool(np.allclose(F, F0, rtol=1e-12) and np.allclose(Fd, Fd0, rtol=1e-12))   # 1e-13 at γ = 1e-5
-    True
-    >>> bool(kappa[0] * np.finfo(float).eps < 1e-11)                                  # ~1e4: not exact
-    True
-    """
-    P = T.shape[0]
-    if ctx.dtype is object:
-        F, Fd = woodbury(ctx, T, T_dot, A, gram, rank, rc, a1=a1, centred=centred)
-        return F, Fd, np.zeros(P)
-    if centred is None:
-        c_ = rc**2
-        centred = np.stack([T[:, 6] - 1, T[:, 7] - 1 / c_, T[:, 8] - (1 + 1 / c_) / c_], axis=-1)
-    Tc = np.concatenate([T[:, :6], centred], axis=1)
-    Gam, Gdot, Ch = _woodbury_matrices(KERNELS["numpy"], Tc, T_dot, A, gram, rank, rc, P, float)
-    N = Gam.shape[-1]
-    M = np.eye(N)[None] + Ch @ Gam
-    kappa = np.full(P, np.inf if exact is None else np.nan)
-    F, Fd = np.full(P, np.nan), np.full(P, np.nan)
-    with np.errstate(all="ignore"):
-        good = np.all(np.isfinite(np.einsum("pij->pi", M)), axis=1) & (True if exact is None else ~exact)
-        if prior is not None and exact is not None:   # one refinement step from the stored solution
-            v0, Mi0 = prior["v"], prior["Minv"]
-            ref = good & np.all(np.isfinite(v0), axis=1) & np.all(np.isfinite(Mi0), axis=(1, 2))
-            at = slice(None) if ref.all() else ref   # no copies in the common case
-            v0r = v0[at]
-            res0 = -(M[at] @ v0r[:, :, None])[:, :, 0]
-            res0[:, 0] += 1
-            vr = v0r + (Mi0[at] @ res0[:, :, None])[:, :, 0]
-            F[at] = (Gam[at, 0, :] * vr).sum(axis=-1)
-            Fd[at] = ((Gdot[at] @ vr[:, :, None])[:, :, 0] * vr).sum(axis=-1)
-            good &= ~ref
-        gsel = slice(None) if good.all() else good   # a view in the common case (M is not used again)
-        Mg = M[gsel]
-        # row scales, then column scales: powers of two (exact), 1-norms in [1/2, 1) (einsum: numpy's
-        # reductions over a short last axis are slow)
-        r = np.ldexp(1.0, -np.frexp(np.einsum("pij->pi", np.abs(Mg)))[1])
-        Mg *= r[:, :, None]
-        aM = np.abs(Mg)
-        sc = np.ldexp(1.0, -np.frexp(np.einsum("pij->pj", aM))[1])
-        Mg *= sc[:, None, :]
-        aM *= sc[:, None, :]
-        colsum = np.einsum("pij->pj", aM)
-        sing = ~np.all(np.isfinite(colsum), axis=1)
-        if sing.any():
-            Mg[sing] = np.eye(N)
-        if exact is None:   # the inverse, for κ_s in the 1-norm
-            try:
-                Minv = np.linalg.inv(Mg)
-            except np.linalg.LinAlgError:   # a singular one among them: one by one
-                Minv = np.full(Mg.shape, np.nan)
-                for i in range(len(Mg)):
-                    try:
-                        Minv[i] = np.linalg.inv(Mg[i])
-                    except np.linalg.LinAlgError:
-                        sing[i] = True
-            y = Minv[:, :, 0] * r[:, :1]
-            k = np.max(colsum, axis=1) * np.max(np.einsum("pij->pj", np.abs(Minv)), axis=1)
-            k[sing] = np.inf
-            kappa[good] = np.where(np.isfinite(k), k, np.inf)
-        else:
-            rhs = np.zeros(Mg.shape[:2])
-            rhs[:, 0] = r[:, 0]
-            try:
-                y = np.linalg.solve(Mg, rhs[:, :, None])[:, :, 0]
-            except np.linalg.LinAlgError:
-                y = np.full(rhs.shape, np.nan)
-            y[sing] = np.nan
-        v = sc * y                                  # S (RMS)^{-1} R e_0
-        if store is not None:
-            store["Ch"], store["Gdot"] = Ch, Gdot
-            if exact is None:
-                Minv *= sc[:, :, None]                  # M^{-1} = S (RMS)^{-1} R
-                Minv *= r[:, None, :]
-            if isinstance(gsel, slice):
-                store["v"] = v
-                store["Minv"] = Minv if exact is None else np.full((P, N, N), np.nan)
-            else:
-                store["v"], store["Minv"] = np.full((P, N), np.nan), np.full((P, N, N), np.nan)
-                store["v"][good] = v
-                if exact is None:
-                    store["Minv"][good] = Minv
-        Fd[gsel] = np.einsum("pi,pij,pj->p", v, Gdot[gsel], v)
-        F[gsel] = np.einsum("pi,pi->p", Gam[gsel, 0, :], v)
-    if exact is None:
-        exact = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
-    if rational and exact.any():
-        sub = np.nonzero(exact)[0]
-        F[sub], Fd[sub] = woodbury(ctx, T[sub], T_dot[sub], A[sub], gram[sub], rank, np.asarray(rc)[sub],
-                                   a1=None if a1 is None else np.asarray(a1).reshape(-1)[sub], centred=centred[sub])
-        kappa[sub] = 0.0
-    return F, Fd, kappa
-
-
 def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2, store=None):
     """κ·max(16u, residual), κ from perturbing T, U, Ṫ by relative δ = 2⁸u (as
     :func:`symattn.backends.solver.precision_estimate`); ``store``: the unperturbed Woodbury solve
-    (:func:`woodbury_scaled`), from which :func:`_change_of_E` takes the change of E_A to first order
+    (:func:`~symattn.backends.solver.woodbury`), from which :func:`_change_of_E` takes the change of E_A to first order
     rather than solving the perturbed systems."""
     u = _unit(ctx)
     delta = u * 2.0**8
@@ -1008,28 +884,25 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
     r"""E_A at the perturbed traces ``Tp``, ``Up``, ``Tdp`` (rows ``rep`` of the unperturbed points)
     minus E_A there (``E``), as floats.
 
-    With ``store`` (the unperturbed solve of :func:`woodbury_scaled` in float64; for mpmath, of the
+    With ``store`` (the unperturbed solve of :func:`~symattn.backends.solver.woodbury` in float64; for mpmath, of the
     traces rounded to float64, the first-order terms being needed to a few digits only): to first order in the
     perturbations ``change`` = (ΔT, ΔU, ΔṪ). Γ is affine in the traces, so ΔΓ = Γ̇(ΔT, ΔU) and
     ΔΓ̇ = Γ̇(ΔṪ) (the nonzero entries of the ``gamma-dot`` kernel, no cancellation); Δv = −M⁻¹ĈΔΓv and,
     Γ̇ symmetric, ΔE = −γ²(2(Γ̇v)·Δv + v·ΔΓ̇v) = −γ²(v·ΔΓ̇v − 2z·ΔΓv) with the adjoint z = ĈᵀM⁻ᵀΓ̇v
     (computed once, kept in ``store``). The perturbations are 2⁸u relative or below, so the terms of
     second order are below rounding; no new solve and no product ĈΓ. Points without a stored inverse
-    (the exact rational step of :func:`woodbury_scaled`): the perturbed solve itself.
+    (the exact rational step of :func:`~symattn.backends.solver.woodbury`): the perturbed solve itself.
     """
     n = len(rep)
     A, gram, rank, rc = args
     dE = np.full(n, np.nan)
     full = np.ones(n, dtype=bool)
-    if store is not None and "Gdot" in store:
+    if store is not None and "z" in store:
         Pn = store["v"].shape[0]
-        ok = np.all(np.isfinite(store["v"]), axis=1) & np.all(np.isfinite(np.einsum("pij->pi", store["Minv"])), axis=1)
+        ok = np.all(np.isfinite(store["v"]), axis=1) & np.all(np.isfinite(store["z"]), axis=1)
         if "exact" in store:   # solved by the exact step: the stored float64 solve is not the value
             ok &= ~store["exact"]
         full = ~ok[rep]
-        if "z" not in store:   # the adjoint z = Ĉᵀ M⁻ᵀ Γ̇v, once: then (Γ̇v)·Δv = −z·ΔΓv for every perturbation
-            y = np.einsum("pji,pj->pi", store["Minv"], np.einsum("pij,pj->pi", store["Gdot"], store["v"]))
-            store["z"] = np.einsum("pji,pj->pi", store["Ch"], y)
         dT, dU, dTd, rcf = _floats(ctx, *change, rc)   # first order: float64 is exact enough (mpmath too)
         kdot = KERNELS["numpy"][f"gamma-dot-r{rank}"]
         entries = kdot.entries
@@ -1057,8 +930,7 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
         r_ = rep[sub]
         argsp = (A[r_], gram[r_], rank, np.asarray(rc)[r_])
         kwp = {k_: (None if v_ is None else v_[r_]) for k_, v_ in kw.items()}
-        prior = None if store is None else {k_: store[k_][r_] for k_ in ("v", "Minv")}
-        _, Fd, _ = woodbury_scaled(ctx, Tp[sub], Tdp[sub], *argsp, centred=Up[sub], prior=prior, **kwp)
+        _, Fd = woodbury(ctx, Tp[sub], Tdp[sub], *argsp, centred=Up[sub], **kwp)
         dE[sub] = np.asarray(ctx.to_float(-(g[r_] ** 2) * Fd - E[r_]), dtype=float)
     return dE
 
@@ -1176,7 +1048,7 @@ def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
         g = np.broadcast_to(g, (P,) + np.shape(g)[-2:])
         A = kernel_coefficients(ctx, av, g, rank)
         Tc = np.concatenate([out["T"][:, :6], out["U"]], axis=1)
-        Gam, Gdot, Ch = _woodbury_matrices(KERNELS[ctx.lambdify_modules], Tc, out["T_dot"], A, g, rank,
+        Gam, Gdot, Ch = coupling_matrices(KERNELS[ctx.lambdify_modules], Tc, out["T_dot"], A, g, rank,
                                            ctx.sqrt(cv), P, dtype)
     out.update(Gamma=Gam, Gamma_dot=Gdot, C_hat=Ch)
     assert Gam.shape[-1] == N
