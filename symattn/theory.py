@@ -358,7 +358,7 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
                 if n is not None:
                     finite_p.warn_if_strong(geom, n, cb, stacklevel=3, correction=correction)
                 found = {}
-                vals = _isolated(run, cb.size, errors, found)
+                vals = closed_form.isolated(run, cb.size, errors, found)
                 out.attention = vals.get("E", np.full(cb.size, np.nan))
                 precision = None
             else:
@@ -487,38 +487,6 @@ def _point(c, gamma, info=None):
     return {"c": float(c), "gamma": float(gamma), **(info or {})}
 
 
-def _isolated(run, P, errors, failures):
-    """``run(idx)`` (a dict of arrays over the points idx) over all P points; with errors='nan' a
-    ConvergenceError splits the points in halves until the failing ones are isolated, which get
-    NaN and an entry in ``failures`` (index → (reason, error)). Returns the dict of (P,) arrays."""
-    out = {}
-
-    def store(idx, vals):
-        for key, v in vals.items():
-            if key not in out:
-                arr = np.asarray(v)
-                out[key] = np.full((P,) + arr.shape[1:], np.nan, dtype=object if arr.dtype == object else float)
-            out[key][idx] = v
-
-    def go(idx):
-        try:
-            vals = run(idx)
-        except ConvergenceError as err:
-            if errors == "raise":
-                raise
-            if len(idx) == 1:
-                failures[int(idx[0])] = (err.reason, err)
-                return
-            half = len(idx) // 2
-            go(idx[:half])
-            go(idx[half:])
-            return
-        store(idx, vals)
-
-    go(np.arange(P))
-    return out
-
-
 def _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, failures):
     """E_A, F, the bulk solution, residuals, iterations and the precision estimate at every point
     (dict of (P,) arrays), with the points that float64 (or the requested digits) cannot resolve
@@ -569,7 +537,7 @@ def _chopped(k):
 
 def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
     """One backend's E_A, F, e, residual and precision estimate at the points (cs, gs), isolated
-    (:func:`_isolated`); adds the bulk iterations to ``iterations[0]``."""
+    (:func:`symattn.backends.closed_runtime.isolated`); adds the bulk iterations to ``iterations[0]``."""
     k = _chopped(k)
     d_all = np.broadcast_to(np.asarray(k.d, dtype=object), cs.shape) if np.ndim(k.d) else None
     gram = ctx.convert(geom.gram)
@@ -583,7 +551,7 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
         iterations[0] += got.pop("iterations")
         return got
 
-    vals = _isolated(run, cs.size, errors, failures)
+    vals = closed_form.isolated(run, cs.size, errors, failures)
     dtype = ctx.dtype
     for key, shape in (("E", ()), ("F", ()), ("e", (3,)), ("residual", ()), ("precision", ()), ("closed", ())):
         if key not in vals:  # every point failed

@@ -46,8 +46,11 @@ from .closed_reduced import rescue_a1_d_zero, snap_a1
 from .closed_table import CLOSED, ClosedKernel
 from .context import FloatContext
 from .kernels import KERNELS, gram_values
-from .solver import (BLOCK, REGULAR_MIN_P, WOODBURY_COND, _initial_guess, _points, _relative_residual, coupling_matrices,
-                     kernel_coefficients, woodbury)
+from ..errors import ConvergenceError
+from .solver import (BLOCK, REGULAR_MIN_P, WOODBURY_COND, initial_guess, broadcast_points, relative_residual,
+                     coupling_matrices, kernel_coefficients, precision_estimate, regular_traces, solve_bulk, woodbury)
+# the quadrature fallback under its own name (a generated solver defines its own attention_error)
+from .solver import attention_error as quadrature_error
 
 #: a root of Δ closer than this fraction of b − a to the support [a, b] sends the point to quadrature
 SUPPORT_DISTANCE = 1e-9
@@ -75,9 +78,15 @@ def _guarded(ctx):
 
 
 # ============================================================================ the basis
-def _moment_coefficients(k: int):
+def moment_coefficients(k: int):
     """The integer coefficients of M_k as a polynomial in 1/c, highest power first: the Narayana numbers
-    N(k, j) = C(k, j) C(k, j − 1)/k, j = k..1 (M_k = Σ_j N(k, j) c^{1−j}; M_0 = 1)."""
+    N(k, j) = C(k, j) C(k, j − 1)/k, j = k..1 (M_k = Σ_j N(k, j) c^{1−j}; M_0 = 1).
+
+    Examples
+    --------
+    >>> moment_coefficients(3)          # M_3 = 1/c² + 3/c + 1
+    (1, 3, 1)
+    """
     if k == 0:
         return (1,)
     return tuple(math.comb(k, j) * math.comb(k, j - 1) // k for j in range(k, 0, -1))
@@ -89,7 +98,7 @@ def mp_moments(ctx, rc, L: int):
     out = []
     for k in range(L):
         v = 0 * cinv
-        for cf in _moment_coefficients(k):
+        for cf in moment_coefficients(k):
             v = v * cinv + cf
         out.append(v)
     return np.stack(out, axis=-1)
@@ -419,11 +428,20 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
 
 
 # ============================================================================ the solver
-class _Points:
-    """The parameters at P points, (P,) arrays in the context's arithmetic, and the grouping by a1 = 0."""
+class Points:
+    """The parameters c, γ, a1, s², d of the closed form at P points, (P,) arrays in the context's arithmetic
+    (``P``, and ``rc`` = √c); :func:`symattn.backends.closed_reduced.snap_a1` may set a1 to 0 in place.
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> p = Points(FloatContext(), 0.25, [1.0, 2.0], 0.6, 0.03, 0.0)
+    >>> p.P, p.rc.tolist()
+    (2, [0.5, 0.5])
+    """
 
     def __init__(self, ctx, c, gamma, a1v, s2v, dv):
-        self.P, (self.c, self.gamma, self.a1, self.s2, self.d) = _points(ctx, c, gamma, a1v, s2v, dv)
+        self.P, (self.c, self.gamma, self.a1, self.s2, self.d) = broadcast_points(ctx, c, gamma, a1v, s2v, dv)
         self.rc = ctx.sqrt(self.c)
 
 
@@ -446,8 +464,20 @@ def _eargs(p, e, idx):
     return (e[:, 0], e[:, 1], e[:, 2], p.rc[idx], p.gamma[idx], p.a1[idx], p.s2[idx], p.d[idx])
 
 
-def _newton_map(ctx, p, e, idx, kern, extended=True):
-    """I(e) (P, 3), its magnitude (P, 3), ∫∂g/∂e (P, 3, 3) and the admissibility mask."""
+def newton_map(ctx, p, e, idx, kern, extended=True):
+    """The bulk map in closed form at e (P, 3) for the points ``idx`` of ``p`` (:class:`Points`) with the closed
+    kernel ``kern`` (``CLOSED[modules][("newton", linear)]``): I(e) (P, 3), its magnitude (P, 3), ∫∂g/∂e
+    (P, 3, 3) and the admissibility mask (docs/theory.md §5.8).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> p = Points(ctx, 0.5, [1.0], 0.6, 0.03, 0.0)
+    >>> I, mag, J, ok = newton_map(ctx, p, np.array([[1.0, 0.0, 0.0]]), np.arange(1), CLOSED["numpy"][("newton", False)])
+    >>> I.shape, J.shape, ok.tolist()
+    ((1, 3), (1, 3, 3), [True])
+    """
     B = _basis_e(ctx, p, e, idx, kern, extended)
     vals, mags = integrate(ctx, kern, B, _eargs(p, e, idx), len(idx))
     ef = np.asarray(ctx.to_float(e), dtype=float)
@@ -456,7 +486,7 @@ def _newton_map(ctx, p, e, idx, kern, extended=True):
 
 
 def _residual(ctx, e, I, A):
-    return _relative_residual(ctx, e, I, A)
+    return relative_residual(ctx, e, I, A)
 
 
 #: continuation in γ: a group of at least this many points with one (c, a1, s², d) first solves
@@ -473,7 +503,7 @@ FAST_SWITCH = 1e-12
 CONTINUATION_DIRECT = 256
 
 
-def _start(ctx, p: _Points, idx, linear: bool):
+def _start(ctx, p: Points, idx, linear: bool):
     r"""Newton's starting points at ``idx``: (1/γ, 0, 0) (as the quadrature solver), or better:
 
     - mpmath: the float64 closed-form solution, where it converges (error ~1e-13: two or three
@@ -483,10 +513,10 @@ def _start(ctx, p: _Points, idx, linear: bool):
       function again, so the levels nest), and each point between two converged ones starts from
       the interpolation of (log e1, e2, e3) in log γ.
     """
-    e = _initial_guess(ctx, p.gamma[idx])
+    e = initial_guess(ctx, p.gamma[idx])
     if ctx.dtype is object:
         fctx = FloatContext()
-        pf = _Points(fctx, *(np.asarray(ctx.to_float(x), dtype=float) for x in (p.c, p.gamma, p.a1, p.s2, p.d)))
+        pf = Points(fctx, *(np.asarray(ctx.to_float(x), dtype=float) for x in (p.c, p.gamma, p.a1, p.s2, p.d)))
         with np.errstate(all="ignore"):
             ef, _, conv, _, _ = solve_bulk_closed(fctx, pf, idx, linear, extended=False)
         e[conv] = ctx.convert(ef[conv])
@@ -507,7 +537,7 @@ def _start(ctx, p: _Points, idx, linear: bool):
     if not coarse:
         return e
     sub = np.unique(np.concatenate(coarse))
-    direct = None if sub.size >= CONTINUATION_DIRECT else _initial_guess(ctx, p.gamma[idx[sub]])
+    direct = None if sub.size >= CONTINUATION_DIRECT else initial_guess(ctx, p.gamma[idx[sub]])
     ec, _, conv, _, _ = solve_bulk_closed(ctx, p, idx[sub], linear, extended=False, start=direct)   # starts only
     got = np.full((len(idx), 3), np.nan)
     got[sub[conv]] = ec[conv]
@@ -538,7 +568,7 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
     above ``tol``, and no more."""
     eye = ctx.convert(np.eye(3))[None]
     e = e.copy()
-    I, A, JI, ok = _newton_map(ctx, p, e, idx, kern, extended)
+    I, A, JI, ok = newton_map(ctx, p, e, idx, kern, extended)
     with np.errstate(all="ignore"):
         res = np.where(ok, _residual(ctx, e, I, A), np.inf)
     active = np.nonzero(ok & (res > target))[0]
@@ -555,7 +585,7 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
         pending, pstep = active, step
         for _ in range(30):
             trial = e[pending] - ctx.convert(t) * pstep
-            I_t, A_t, JI_t, ok_t = _newton_map(ctx, p, trial, idx[pending], kern, extended)
+            I_t, A_t, JI_t, ok_t = newton_map(ctx, p, trial, idx[pending], kern, extended)
             with np.errstate(all="ignore"):
                 r_t = np.where(ok_t, _residual(ctx, trial, I_t, A_t), np.inf)
             near = res[pending] <= tol   # converged: only full steps that improve (else rounding level)
@@ -577,14 +607,14 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
     return e, I, A, JI, res, dead, iterations
 
 
-def solve_bulk_closed(ctx, p: _Points, idx, linear: bool, extended: bool = True, start=None):
+def solve_bulk_closed(ctx, p: Points, idx, linear: bool, extended: bool = True, start=None):
     """Newton on e = I(e) in closed form at the points ``idx`` (one a1 = 0 group), from :func:`_start`,
     and from (1/γ, 0, 0) again where that start did not converge (float64: complex128 iterates until the
     residual is below :data:`FAST_SWITCH`, then extended precision, from the start again where
     complex128 failed; ``extended=False``: complex128 throughout); ``start`` (P, 3), optional: the start
     instead of :func:`_start` (rows of NaN: (1/γ, 0, 0)); returns (e, residual, converged mask, error bound
     of e (P, 3), Newton iterations)."""
-    default = _initial_guess(ctx, p.gamma[idx])
+    default = initial_guess(ctx, p.gamma[idx])
     if start is None:
         start = _start(ctx, p, idx, linear)
     else:
@@ -602,7 +632,7 @@ def solve_bulk_closed(ctx, p: _Points, idx, linear: bool, extended: bool = True,
     return e, res, conv, de, its
 
 
-def _solve_from(ctx, p: _Points, idx, linear: bool, e, extended: bool = True):
+def _solve_from(ctx, p: Points, idx, linear: bool, e, extended: bool = True):
     """:func:`solve_bulk_closed` from the start ``e``."""
     kern = CLOSED[ctx.lambdify_modules][("newton", linear)]
     iterations = 0
@@ -636,7 +666,7 @@ def _solve_from(ctx, p: _Points, idx, linear: bool, e, extended: bool = True):
     return e, res, conv, de, iterations
 
 
-def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None, extended: bool = True,
+def closed_traces(ctx, p: Points, e, idx, linear: bool, bump=None, noise=None, extended: bool = True,
                   magnitudes=None):
     r"""T (P, 9), U (P, 3), Ṫ (P, 9) in closed form (the same as
     :func:`symattn.backends.solver.regular_traces`, without quadrature), the amplification of
@@ -741,14 +771,12 @@ def _amp(ctx, vals, mags):
     return np.max(r, axis=1) if r.ndim == 2 else r
 
 
-def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=None, accept=None):
+def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=None):
     r"""E_A = −γ² F'(γ) and F at P points in closed form (docs/theory.md §5.8, §6).
 
     Returns a dict of (P,) arrays: ``E``, ``F``, ``e`` (P, 3), ``residual``, ``precision`` (the
     estimated relative error of E_A) and ``ok`` (solved here; the other points are NaN and are for
-    the quadrature solver). ``accept``, optional: the largest estimated relative error accepted in the
-    last pass, in place of :data:`CLOSED_ACCEPT` (float64) or 10^{6−dps} (mpmath) -- for a caller with
-    no quadrature to fall back on (a generated standalone solver).
+    the quadrature solver: :func:`attention_points`).
 
     Examples
     --------
@@ -760,7 +788,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
     """
     work = _guarded(ctx)
     with work:
-        p = _Points(work, c, gamma, a1v, s2v, dv)
+        p = Points(work, c, gamma, a1v, s2v, dv)
         P = p.P
         dtype = ctx.dtype
         E = np.full(P, np.nan, dtype=dtype)
@@ -792,7 +820,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                 if linear:   # a1 = d = 0 where Newton failed: the reduced equation in closed form (closed_reduced.py)
                     kern0 = CLOSED[work.lambdify_modules][("newton", True)]
                     e, res, conv, de = rescue_a1_d_zero(work, p, idx, e, res, conv, de,
-                                                        lambda e_, at: _newton_map(work, p, e_, at, kern0))
+                                                        lambda e_, at: newton_map(work, p, e_, at, kern0))
                 if not conv.any():
                     continue
                 idx, e, res, de = idx[conv], e[conv], res[conv], de[conv]
@@ -838,8 +866,6 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
                 good = okb & np.isfinite(est)
                 limit = 10.0 ** (6 - ctx.dps) if ctx.dps is not None else CLOSED_ACCEPT if extended else FAST_ACCEPT
-                if accept is not None and extended:
-                    limit = accept
                 good &= est <= limit
                 sel = idx[good]
                 E[sel], F[sel], e_all[sel] = Ev[good], Fv[good], e[good]
@@ -940,6 +966,50 @@ METHODS = ("closed", "quadrature")
 DEFAULT = "closed"
 
 
+def isolated(run, P: int, errors: str, failures: dict) -> dict:
+    """``run(idx)`` (a dict of arrays over the points ``idx``) over all P points, the per-point fallback of
+    :func:`symattn.solve` and of generated solvers: with ``errors='nan'`` a ConvergenceError splits the points
+    in halves until the failing ones are isolated, which get NaN and an entry in ``failures``
+    (index → (reason, error)); ``errors='raise'``: the error propagates. Returns the dict of (P,) arrays.
+
+    Examples
+    --------
+    >>> def run(idx):
+    ...     if 2 in idx:
+    ...         raise ConvergenceError("no convergence at this point")
+    ...     return {"x": idx * 1.0}
+    >>> failures = {}
+    >>> isolated(run, 4, "nan", failures)["x"].tolist(), sorted(failures)
+    ([0.0, 1.0, nan, 3.0], [2])
+    """
+    out = {}
+
+    def store(idx, vals):
+        for key, v in vals.items():
+            if key not in out:
+                arr = np.asarray(v)
+                out[key] = np.full((P,) + arr.shape[1:], np.nan, dtype=object if arr.dtype == object else float)
+            out[key][idx] = v
+
+    def go(idx):
+        try:
+            vals = run(idx)
+        except ConvergenceError as err:
+            if errors == "raise":
+                raise
+            if len(idx) == 1:
+                failures[int(idx[0])] = (err.reason, err)
+                return
+            half = len(idx) // 2
+            go(idx[:half])
+            go(idx[half:])
+            return
+        store(idx, vals)
+
+    go(np.arange(P))
+    return out
+
+
 def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=None, method: str = "closed"):
     r"""E_A, F, e, residual, precision and the method at P points: the closed form where it applies
     (:func:`attention_closed`), the quadrature solver elsewhere (docs/theory.md §5.8).
@@ -956,9 +1026,7 @@ def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=No
     >>> out["closed"].tolist()
     [1.0, 1.0]
     """
-    from .solver import attention_error, precision_estimate   # the quadrature fallback (not carried)
-
-    P, (cv, gv) = _points(ctx, c, gamma)
+    P, (cv, gv) = broadcast_points(ctx, c, gamma)
     dtype = ctx.dtype
     dvec = np.broadcast_to(np.asarray(dv, dtype=dtype), (P,)) if np.ndim(dv) else None
     out = {"E": np.full(P, np.nan, dtype=dtype), "F": np.full(P, np.nan, dtype=dtype),
@@ -975,10 +1043,11 @@ def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=No
         todo = np.nonzero(~ok)[0]
     if todo.size:
         d_sub = dv if dvec is None else np.asarray(dvec[todo], dtype=dtype)
-        E, F, sol = attention_error(ctx, cv[todo], gv[todo], a1v, s2v, d_sub, gram, rank, point_info=point_info)
+        g_sub = gram[todo] if np.ndim(gram) == 3 and np.shape(gram)[0] == P else gram   # one Gram matrix per point
+        E, F, sol = quadrature_error(ctx, cv[todo], gv[todo], a1v, s2v, d_sub, g_sub, rank, point_info=point_info)
         out["E"][todo], out["F"][todo], out["e"][todo] = E, F, sol.e
         out["residual"][todo] = np.asarray(sol.residual, float)
-        out["precision"][todo] = precision_estimate(ctx, sol, gram, rank, E)
+        out["precision"][todo] = precision_estimate(ctx, sol, g_sub, rank, E)
         out["iterations"] += sol.iterations
     return out
 
@@ -1009,9 +1078,7 @@ def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
     >>> q["Gamma"].shape
     (1, 10, 10)
     """
-    from .solver import regular_traces, solve_bulk   # the quadrature fallback (not carried)
-
-    P, (cv, gv, av, sv, dvv) = _points(ctx, c, gamma, a1v, s2v, dv)
+    P, (cv, gv, av, sv, dvv) = broadcast_points(ctx, c, gamma, a1v, s2v, dv)
     dtype = ctx.dtype
     e = np.asarray(e, dtype=dtype).reshape(P, 3)
     N = 6 + 4 * rank
@@ -1021,7 +1088,7 @@ def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
     work = _guarded(ctx)
     todo = np.zeros(P, dtype=bool)
     with work:
-        p = _Points(work, cv, gv, av, sv, dvv)
+        p = Points(work, cv, gv, av, sv, dvv)
         ew = work.convert(e)
         a1f = snap_a1(work, p, np.asarray(work.to_float(p.a1), dtype=float), float(ctx.tol))
         for linear in (False, True):

@@ -40,7 +40,7 @@ from ..errors import ConvergenceError
 from .kernels import KERNELS, TRACE_MOMENTS, gram_values
 from .quadrature import integrate_many, mp_nodes as _mp_nodes
 
-NEWTON_MAX_ITER = 25
+QUADRATURE_NEWTON_MAX_ITER = 25
 NONMONOTONE = 1e4          # a Newton step may raise the merit function at most this factor
 FIXED_POINT_MAX_ITER = 20000
 CONTINUATION_START = 1e-2  # continuation in γ starts at this multiple of a1² + s² + d²
@@ -131,7 +131,7 @@ def _args(lam, e, params):
 def _fixed_point_map(ctx, lam, w, e, params, jacobian=True):
     """I(e) = ∫ g(λ; e) dμ_S (P, 3), its scale ∫ |g| dμ_S (P, 3) and, with ``jacobian``,
     ∫ ∂g/∂e dμ_S (P, 3, 3) (else None). The scale is what the residual is measured against
-    (:func:`_relative_residual`)."""
+    (:func:`relative_residual`)."""
     key = "bulk-newton" if jacobian else "bulk-residual"
     vals = _kernel(ctx, key)(*_args(lam, e, params))
     I = integrate_many(vals[:3], w)
@@ -150,8 +150,17 @@ def _residual_scale(ctx, e, A):
     return np.maximum(np.maximum(np.abs(ctx.to_float(e)), ctx.to_float(A)), np.finfo(float).tiny)
 
 
-def _relative_residual(ctx, e, I, A):
-    """max_i |e_i − I_i| / max(|e_i|, ∫ |g_i| dμ_S) per point."""
+def relative_residual(ctx, e, I, A):
+    """max_i |e_i − I_i| / max(|e_i|, ∫ |g_i| dμ_S) per point: the residual of e = I(e) (P, 3) that the quadrature
+    solver and the closed form both converge on (``A`` = ∫ |g_i| dμ_S, (P, 3)).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> e = np.array([[2.0, 0.5, 0.1]])
+    >>> relative_residual(FloatContext(), e, e * (1 + 1e-9), np.abs(e)).tolist()
+    [1e-09]
+    """
     return np.max(np.abs(ctx.to_float(e - I)) / _residual_scale(ctx, e, A), axis=-1)
 
 
@@ -196,15 +205,15 @@ def _solve_rows(ctx, A, b):
         return out
 
 
-def _newton(ctx, lam, w, e, params, tol):
+def _quadrature_newton(ctx, lam, w, e, params, tol):
     """Vectorised Newton with backtracking; returns (e, residual, converged mask, iterations)."""
     eye = ctx.convert(np.eye(3))
     I, A, JI = _fixed_point_map(ctx, lam, w, e, params)
-    res = _relative_residual(ctx, e, I, A)
+    res = relative_residual(ctx, e, I, A)
     merit = _merit(ctx, e, I, A)
     it = 0
     active = res > tol
-    while np.any(active) and it < NEWTON_MAX_ITER:
+    while np.any(active) and it < QUADRATURE_NEWTON_MAX_ITER:
         it += 1
         idx = np.nonzero(active)[0]
         step = _solve_rows(ctx, eye[None] - JI[idx], e[idx] - I[idx])
@@ -217,7 +226,7 @@ def _newton(ctx, lam, w, e, params, tol):
             ok = _admissible(ctx, lam[pending], w[pending], trial, sub, strict=False)
             safe = np.where(ok[:, None], trial, e[pending])
             I_t, A_t, JI_t = _fixed_point_map(ctx, lam[pending], w[pending], safe, sub)
-            r_t = _relative_residual(ctx, safe, I_t, A_t)
+            r_t = relative_residual(ctx, safe, I_t, A_t)
             m_t = _merit(ctx, safe, I_t, A_t)
             # non-monotone acceptance: Newton may climb the merit function for a few steps on its way
             better = ok & ((m_t < NONMONOTONE * merit[pending]) | (r_t <= tol))
@@ -247,9 +256,9 @@ def _continuation(ctx, lam, w, params, tol, start=CONTINUATION_START, max_steps=
     target = ctx.to_float(gamma[:, 0])
     scale = ctx.to_float(a1[:, 0]) ** 2 + ctx.to_float(s2[:, 0]) + ctx.to_float(d[:, 0]) ** 2
     g_now = np.maximum(target, start * scale)
-    e = _initial_guess(ctx, ctx.convert(g_now))
+    e = initial_guess(ctx, ctx.convert(g_now))
     sub = (rc, ctx.convert(g_now.reshape(-1, 1)), a1, s2, d)
-    e, res, ok, total = _newton(ctx, lam, w, e, sub, tol)
+    e, res, ok, total = _quadrature_newton(ctx, lam, w, e, sub, tol)
     ok &= _admissible(ctx, lam, w, e, sub, strict=False)
     prev_g, prev_e = g_now.copy(), e.copy()
     ratio = np.full(P, 10.0)
@@ -271,7 +280,7 @@ def _continuation(ctx, lam, w, params, tol, start=CONTINUATION_START, max_steps=
                     guess[j, k] = e[i, k] * ctx.convert((b / a) ** step[j])
             guess[j, 2] = e[i, 2] + (e[i, 2] - prev_e[i, 2]) * ctx.convert(step[j])
         sb = (rc[active], ctx.convert(gn.reshape(-1, 1)), a1[active], s2[active], d[active])
-        e_n, r_n, conv, it = _newton(ctx, lam[active], w[active], guess, sb, tol)
+        e_n, r_n, conv, it = _quadrature_newton(ctx, lam[active], w[active], guess, sb, tol)
         total += it
         conv &= _admissible(ctx, lam[active], w[active], e_n, sb, strict=False)
         took, failed = active[conv], active[~conv]
@@ -283,11 +292,23 @@ def _continuation(ctx, lam, w, params, tol, start=CONTINUATION_START, max_steps=
     return e, res, ok, total
 
 
-def _fixed_point(ctx, lam, w, e, params, tol):
+def damped_fixed_point(ctx, lam, w, e, params, tol):
     """Damped iteration e ← ½e + ½I(e) (docs/theory.md §5.5), the fallback for points where Newton fails.
 
     Near a1 = 0 at small γ the Jacobian is nearly singular and Newton's basin is tiny; this
-    iteration still converges (linearly). Returns (e, residual, iterations).
+    iteration still converges (linearly). ``lam``, ``w``: the quadrature nodes and weights (P, m);
+    ``params``: (√c, γ, a1, s², d), each (P, 1). Returns (e, residual, iterations).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> from symattn.backends.quadrature import mp_nodes
+    >>> ctx = FloatContext()
+    >>> lam, w = mp_nodes(ctx, np.array([0.5]), 200)
+    >>> params = tuple(np.full((1, 1), v) for v in (np.sqrt(0.5), 1.0, 0.6, 0.03, 0.0))
+    >>> e, res, its = damped_fixed_point(ctx, lam, w, initial_guess(ctx, np.array([1.0])), params, 1e-12)
+    >>> bool(res[0] <= 1e-12 and e[0, 0] > 0)
+    True
     """
     res = np.full(e.shape[0], np.inf)
     active = np.arange(e.shape[0])
@@ -296,7 +317,7 @@ def _fixed_point(ctx, lam, w, e, params, tol):
         it += 1
         sub = tuple(p[active] for p in params)
         I, A, _ = _fixed_point_map(ctx, lam[active], w[active], e[active], sub, jacobian=False)
-        res[active] = _relative_residual(ctx, e[active], I, A)
+        res[active] = relative_residual(ctx, e[active], I, A)
         e[active] = (e[active] + I) / 2
         active = active[res[active] > tol]
     return e, res, it
@@ -329,14 +350,31 @@ def _reduced_a1_d_zero(ctx, lam, w, params, max_iter=400):
     return e
 
 
-def _initial_guess(ctx, gamma):
+def initial_guess(ctx, gamma):
+    """The start e = (1/γ, 0, 0) (P, 3) of the bulk Newton iterations at the ridges ``gamma`` (P,), shared with the
+    closed form: the solution of e = I(e) as γ → ∞ (docs/theory.md §5.5).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> initial_guess(FloatContext(), np.array([0.5, 2.0])).tolist()
+    [[2.0, 0.0, 0.0], [0.5, 0.0, 0.0]]
+    """
     e = ctx.convert(np.zeros((gamma.shape[0], 3)))
     e[:, 0] = 1 / gamma.reshape(-1)
     return e
 
 
-def _points(ctx, *values):
-    """Broadcast scalars/arrays to 1-D arrays of P points in the context's arithmetic."""
+def broadcast_points(ctx, *values):
+    """Broadcast scalars/arrays to 1-D arrays of P points in the context's arithmetic: (P, [arrays]).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> P, (c, g) = broadcast_points(FloatContext(), 0.5, [1.0, 2.0])
+    >>> P, c.tolist(), g.tolist()
+    (2, [0.5, 0.5], [1.0, 2.0])
+    """
     P = int(np.prod(np.broadcast_shapes(*(np.shape(v) for v in values)) or (1,)))
     return P, [np.broadcast_to(ctx.convert(v), np.broadcast_shapes(*(np.shape(x) for x in values)))
                .reshape(P).copy() for v in values]
@@ -375,16 +413,16 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
     >>> sol.e.shape, bool(sol.residual[0] < 1e-12)
     ((1, 3), True)
     """
-    P, (c, gamma, a1, s2, d) = _points(ctx, c, gamma, a1, s2, d)
+    P, (c, gamma, a1, s2, d) = broadcast_points(ctx, c, gamma, a1, s2, d)
     params = tuple(v.reshape(P, 1) for v in (ctx.sqrt(c), gamma, a1, s2, d))
-    e = _initial_guess(ctx, gamma)
+    e = initial_guess(ctx, gamma)
     m, total_it = ctx.nodes, 0
     todo = np.arange(P)
     groups, corrections, res_all, quad_all = [], [], np.zeros(P), np.zeros(P)
     while todo.size:
         sub = tuple(p[todo] for p in params)
         lam, w, corr = _mp_nodes(ctx, c[todo], m, parts=True)
-        e_sub, res, conv, it = _newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
+        e_sub, res, conv, it = _quadrature_newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
         total_it += it
         bad = np.nonzero(~conv | ~_admissible(ctx, lam, w, e_sub, sub))[0]
         # a1, d this small relative to the kernel's size √(a1² + s² + d²) (quadrature zeros) change e
@@ -394,7 +432,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         exact = bad[(a1f <= tiny) & (df <= tiny)]
         if exact.size:  # a1 = d = 0: the reduced one-dimensional equation, then a Newton polish
             sb = tuple(p[exact] for p in sub)
-            e_r, r_r, conv_r, it_r = _newton(ctx, lam[exact], w[exact], _reduced_a1_d_zero(ctx, lam[exact], w[exact], sb),
+            e_r, r_r, conv_r, it_r = _quadrature_newton(ctx, lam[exact], w[exact], _reduced_a1_d_zero(ctx, lam[exact], w[exact], sb),
                                              sb, ctx.tol)
             total_it += it_r
             conv_r &= _admissible(ctx, lam[exact], w[exact], e_r, sb)
@@ -411,7 +449,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
             bad = np.setdiff1d(bad, small[conv_c])
         if bad.size:  # fallback: the damped fixed point of docs/theory.md §5.5 (slow but sure)
             sb = tuple(p[bad] for p in sub)
-            e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
+            e_sub[bad], res[bad], it_fp = damped_fixed_point(ctx, lam[bad], w[bad], initial_guess(ctx, gamma[todo][bad]),
                                                         sb, ctx.tol)
             total_it += it_fp
             stuck = bad[res[bad] > ctx.tol]
@@ -422,7 +460,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         e[todo] = e_sub
         lam2, w2 = _mp_nodes(ctx, c[todo], 2 * m)
         I2, A2, _ = _fixed_point_map(ctx, lam2, w2, e_sub, sub, jacobian=False)
-        res2 = _relative_residual(ctx, e_sub, I2, A2)
+        res2 = relative_residual(ctx, e_sub, I2, A2)
         fine = res2 <= ctx.quad_tol
         if 2 * m > ctx.max_nodes:  # the budget is spent: accept near misses (the precision estimate sees res2)
             fine = res2 <= QUADRATURE_ACCEPT * float(ctx.quad_tol)
@@ -438,7 +476,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         todo, m = todo[~fine], 2 * m
     sol = BulkSolution(e=e, params=params, groups=groups, iterations=total_it, residual=res_all, quadrature=quad_all,
                        corrections=corrections)
-    _check_branch(ctx, sol, point_info, c, gamma)
+    check_branch(ctx, sol, point_info, c, gamma)
     return sol
 
 
@@ -451,8 +489,18 @@ def _describe(info, idx, c, gamma):
     return out
 
 
-def _check_branch(ctx, sol, info, c, gamma):
-    """Raise ConvergenceError unless every point converged on the branch e1 > 0, 0 ≤ e2 ≤ 1, Δ > 0."""
+def check_branch(ctx, sol, info, c, gamma):
+    """Raise ConvergenceError unless every point of the bulk solution ``sol`` converged on the branch e1 > 0,
+    0 ≤ e2 ≤ 1, Δ > 0 (``info``: the description of the points, for the error; ``c``, ``gamma``: (P,)).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, [0.1, 1.0], 0.6, 0.03, 0.0)
+    >>> check_branch(ctx, sol, {}, np.array([0.5, 0.5]), np.array([0.1, 1.0])) is None
+    True
+    """
     bad = sol.residual > float(ctx.tol) * 10
     if np.any(bad):
         idx = np.nonzero(bad)[0]
@@ -1198,6 +1246,6 @@ def linear_error(ctx, c, gamma, snr):
     >>> bool(E[0] < 1e-15), bool(abs(E[1] - 1) < 1e-8)
     (True, True)
     """
-    _, (c, gamma, snr) = _points(ctx, c, gamma, snr)
+    _, (c, gamma, snr) = broadcast_points(ctx, c, gamma, snr)
     fn = _kernel(ctx, "linear")
     return ctx.pointwise(lambda ci, gi, si: fn(ctx.sqrt(ci), gi, si)[0], c, gamma, snr)
