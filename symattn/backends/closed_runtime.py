@@ -299,6 +299,10 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: boo
     ((1, 8), True)
     """
     P = rc.shape[0]
+    if ctx.dtype is float and P > BLOCK:   # blocks of points: the temporaries of the divided differences stay in cache
+        parts = [basis(ctx, *(v[lo:lo + BLOCK] for v in (rc, b0v, b1v, D0v, D1v)), moments, linear, extended, orderings)
+                 for lo in range(0, P, BLOCK)]
+        return Basis(*(np.concatenate([getattr(B, k) for B in parts]) for k in ("cont", "mag", "atom", "ok", "roots")))
     n = 1 if linear else 3
     if ctx.dtype is float and extended:  # float64: the basis in extended precision (numpy's longdouble), rounded at the end
         rc, b0v, b1v, D0v, D1v = (np.asarray(v, dtype=np.longdouble) for v in (rc, b0v, b1v, D0v, D1v))

@@ -157,9 +157,9 @@ def relative_residual(ctx, e, I, A):
     Examples
     --------
     >>> from symattn.backends.context import FloatContext
-    >>> e = np.array([[2.0, 0.5, 0.1]])
-    >>> relative_residual(FloatContext(), e, e * (1 + 1e-9), np.abs(e)).tolist()
-    [1e-09]
+    >>> e = np.array([[2.0, 0.5, 0.25]])
+    >>> relative_residual(FloatContext(), e, e * (1 + 2.0**-20), np.abs(e)).tolist() == [2.0**-20]
+    True
     """
     return np.max(np.abs(ctx.to_float(e - I)) / _residual_scale(ctx, e, A), axis=-1)
 
