@@ -252,7 +252,7 @@ def _bulk(ctx, c, gamma, *, a1, s2, d, point_info=None):
 
     E, e1, sol = bulk_error(ctx, c, gamma, a1, s2, d, point_info=point_info)
     return EngineResult(E, "bulk", derivative=_derivative(ctx, E, gamma), residuals=np.asarray(sol.residual),
-                        iterations=sol.iterations, e1=e1)
+                        iterations=sol.iterations, F=e1)   # e1 is the bulk system's F (E = −γ² de1/dγ)
 
 
 def _residual(ctx, c, gamma, *, a1, s2, d, gram, rank, point_info=None):
