@@ -713,7 +713,7 @@ class Layer:
         if self.p is None and n is not None and geometry is not None:
             from .backends.finite_p import warn_if_strong
 
-            if not eng.warns:   # the paper's engine (symattn.solve) warns itself
+            if not eng.warns_finite_size:   # the paper's engine (symattn.solve) warns itself
                 warn_if_strong(geometry, n, np.unique(np.asarray(out.c, dtype=float)), stacklevel=_caller_level(),
                                correction=correction)
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
@@ -1134,7 +1134,7 @@ class Engine:
     fails (:meth:`Layer.theory`). ``covers``: feature → the values it handles: the layer's ``form``
     (:attr:`Layer.form`), ``kernel``, the weights' ``structure``, the ``error`` (train, test) and the
     ``tokens`` (iid, correlated); :meth:`Layer.engine` picks the one engine that covers a layer.
-    ``zero_ridge``: it takes γ = 0; ``warns``: it issues the FiniteSizeWarning of a strong signal itself.
+    ``zero_ridge``: it takes γ = 0; ``warns_finite_size``: it issues the FiniteSizeWarning of a strong signal itself.
     :attr:`methods`: the methods of the backends' registry (:mod:`symattn.backends.registry`) it runs."""
 
     name: str
@@ -1144,7 +1144,7 @@ class Engine:
     isolates: bool = False
     covers: dict = field(default_factory=dict)
     zero_ridge: bool = False
-    warns: bool = False
+    warns_finite_size: bool = False
 
     @property
     def methods(self) -> tuple:
@@ -1208,7 +1208,7 @@ for _engine in (
     Engine("paper", "Theorem 1: closed form, quadrature fallback (docs/theory.md §5-7, §10)",
            ("geometry", "correction", "method"), _paper, isolates=True,
            covers=_covering(("plain",), error=("train", "test"), tokens=("iid", "correlated")), zero_ridge=True,
-           warns=True),
+           warns_finite_size=True),
     Engine("general-w", "general W, free elliptic noise (docs/theory.md §12.1)", ("mu", "structure"), _general_w,
            isolates=True, covers=_covering(("weights",), structure=("free",))),
     Engine("hermite-blocks", "low-rank W, structured Hermite blocks (docs/theory.md §12.8)", ("mu", "structure"),

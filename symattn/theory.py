@@ -383,6 +383,18 @@ def attention_method(method=None, correction=None) -> str:
     model='attention', correction=None)``: 'closed', the default, or 'quadrature'); with a ``correction`` the
     paper engine's method of that correction ('finite-p', docs/theory.md §10) runs instead.
 
+    Parameters
+    ----------
+    method : {None, 'closed', 'quadrature'}
+        As in :func:`solve` (None: :data:`symattn.backends.closed.DEFAULT`); another name raises ParameterError.
+    correction : {None, 'finite-p'}
+        As in :func:`solve`.
+
+    Returns
+    -------
+    str
+        The name of a method of :data:`symattn.backends.registry.METHODS`.
+
     Examples
     --------
     >>> attention_method(), attention_method("quadrature"), attention_method(None, "finite-p")

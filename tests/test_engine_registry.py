@@ -183,3 +183,24 @@ def test_solve_runs_the_registered_method(monkeypatch):
     b = sa.solve("tanh", 0.5, [0.1, 1.0], method="quadrature")
     assert seen == ["closed", "quadrature"]
     np.testing.assert_allclose(np.asarray(a.E, float), np.asarray(b.E, float), rtol=1e-8)
+
+
+def test_closed_form_fallbacks_are_the_quadrature_points():
+    """f = x·exp(−x²/4) at c = 2 on γ ∈ [5.6e-4, 3.2e-3] (the points of issue 39 where the closed form does not
+    apply): the closed method's fallbacks name 'quadrature' exactly where solve reports the point not closed, and
+    there its values are the quadrature method's."""
+    from symattn.backends.context import FloatContext
+    from symattn.model import kernel_constants
+
+    f = sa.activation("x*exp(-x**2/4)")
+    k = kernel_constants(f)
+    g = np.logspace(np.log10(5.6e-4), np.log10(3.2e-3), 13)
+    case = dict(a1=k.a1, s2=k.s2, d=k.d, gram=np.zeros((3, 3)), rank=1)
+    r = registry.call("closed", FloatContext(), np.full(g.size, 2.0), g, **case)
+    fell = np.array([x == "quadrature" for x in r.fallbacks])
+    assert fell.any() and not fell.all()
+    assert all(x in (None, "quadrature") for x in r.fallbacks)
+    np.testing.assert_array_equal(fell, ~sa.solve(f, 2.0, g).closed)
+    q = registry.call("quadrature", FloatContext(), np.full(fell.sum(), 2.0), g[fell], **case)
+    assert q.fallbacks is None
+    np.testing.assert_allclose(r.values[fell], q.values, rtol=1e-12)

@@ -38,7 +38,13 @@ __all__ = ["Method", "Registry", "METHODS", "register", "get", "methods", "call"
 class Registry(dict):
     r"""Named entries (each with ``name`` and ``covers``, a dict feature → the values it handles).
 
-    A dict (name → entry) that answers which entries cover a combination of features.
+    A dict (name → entry) that answers which entries cover a combination of features. An entry covers the value
+    v of a feature when v is among ``entry.covers[feature]``, or when it declares nothing for that feature.
+
+    Parameters
+    ----------
+    what : str
+        What an entry is ('method', 'engine'): the name of the parameter in the errors.
 
     Examples
     --------
@@ -133,6 +139,12 @@ class Method:
         Its results carry F'(γ), and a precision estimate.
     example : callable
         () → (ctx, c, gamma, inputs): a small case (the tests run each method on it).
+
+    Examples
+    --------
+    >>> m = get("finite-p")
+    >>> m.engine, m.inputs, m.covers["correction"]
+    ('paper', ('f', 'geometry', 'n'), ('finite-p',))
     """
 
     name: str
@@ -152,7 +164,24 @@ METHODS = Registry("method")
 
 
 def register(name: str, run: Callable, *, summary: str, replace: bool = False, **declared) -> Method:
-    r"""Register ``run(ctx, c, gamma, **inputs) -> EngineResult`` as the method ``name`` (fields of :class:`Method`).
+    r"""Register ``run(ctx, c, gamma, **inputs) -> EngineResult`` as the method ``name`` of :data:`METHODS`.
+
+    Parameters
+    ----------
+    name : str
+        The method's name (taken already: ValueError, unless ``replace``).
+    run : callable
+        ``run(ctx, c, gamma, **inputs)`` returning an :class:`~symattn.backends.result.EngineResult`.
+    summary : str
+        What it evaluates, with its section of docs/theory.md.
+    replace : bool
+        Replace a method registered under the same name.
+    **declared
+        The other fields of :class:`Method` (inputs, optional, engine, covers, derivative, precision, example).
+
+    Returns
+    -------
+    Method
 
     Examples
     --------
@@ -169,6 +198,14 @@ def register(name: str, run: Callable, *, summary: str, replace: bool = False, *
 def get(name: str) -> Method:
     r"""The method registered as ``name`` (ParameterError naming the registered methods otherwise).
 
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    Method
+
     Examples
     --------
     >>> get("closed").engine, get("closed").inputs
@@ -178,7 +215,18 @@ def get(name: str) -> Method:
 
 
 def methods(**features) -> tuple:
-    r"""The names of the registered methods, or of those that cover every given feature (``engine`` is one).
+    r"""The names of the registered methods, or of those that cover every given feature.
+
+    Parameters
+    ----------
+    **features
+        Feature → value (``model``, ``backend``, ``correction``, ``error``), and ``engine``: the layer engine
+        served (None: the reference methods).
+
+    Returns
+    -------
+    tuple of str
+        In the order of registration.
 
     Examples
     --------
@@ -194,6 +242,21 @@ def call(name: str, ctx, c, gamma, **offered) -> EngineResult:
 
     A required input missing from ``offered`` is a TypeError (a programming error); keywords the method does not
     declare are not passed.
+
+    Parameters
+    ----------
+    name : str
+        A registered method.
+    ctx : FloatContext or MPContext
+        The arithmetic.
+    c, gamma : array_like
+        The points (one c for the general-W methods).
+    **offered
+        Keywords, of which the method takes those it declares (``inputs`` and ``optional``).
+
+    Returns
+    -------
+    EngineResult
 
     Examples
     --------
@@ -220,13 +283,15 @@ def _derivative(ctx, E, gamma):
     return -E / (g * g)
 
 
-def _paper(method):
+def _paper(method, fallback=None):
+    """The adapter of ``closed_runtime.attention_points(method=method)``; ``fallback``: the method that solves the
+    points where ``method`` does not apply (quadrature where the closed form does not, docs/theory.md §5.8)."""
     def run(ctx, c, gamma, *, a1, s2, d, gram, rank, point_info=None):
         from .closed_runtime import attention_points
 
         got = attention_points(ctx, c, gamma, a1, s2, d, gram, rank, point_info=point_info, method=method)
         closed = got["closed"]
-        fallbacks = np.where(closed == 1, None, "quadrature").astype(object) if method == "closed" else None
+        fallbacks = None if fallback is None else np.where(closed == 1, None, fallback).astype(object)
         return EngineResult(got["E"], method, derivative=_derivative(ctx, got["E"], gamma), residuals=got["residual"],
                             iterations=got["iterations"], precision=got["precision"], fallbacks=fallbacks,
                             F=got["F"], e=got["e"], closed=closed)
@@ -330,14 +395,27 @@ def _kernel_case():
     return dict(a1=k.a1, s2=k.s2, d=0.0, gram=np.zeros((3, 3)), rank=1)
 
 
+def _geometry():
+    from ..model import Geometry
+
+    return Geometry.aligned(1.0)
+
+
+def _low_rank(p: int, r: int):
+    """A p×p W of rank r (the Hermite blocks' case, docs/theory.md §12.8)."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((p, r)) @ rng.standard_normal((r, p)) / np.sqrt(r)
+
+
 _NUMPY = ("numpy",)
 _BOTH = ("numpy", "mpmath")
 _ATTENTION = {"model": ("attention",), "backend": _BOTH, "correction": (None,), "error": ("train", "test")}
 
-for _name, _text in (("closed", "the closed form (partial fractions, the Marchenko–Pastur Stieltjes transform; "
-                                "quadrature where it does not apply), docs/theory.md §5.8, §6"),
-                     ("quadrature", "the bulk system by quadrature and the Woodbury step, docs/theory.md §5–6")):
-    register(_name, _paper(_name), summary=_text, inputs=("a1", "s2", "d", "gram", "rank"), optional=("point_info",),
+for _name, _fallback, _text in (
+        ("closed", "quadrature", "the closed form (partial fractions, the Marchenko–Pastur Stieltjes transform; "
+                                 "quadrature where it does not apply), docs/theory.md §5.8, §6"),
+        ("quadrature", None, "the bulk system by quadrature and the Woodbury step, docs/theory.md §5–6")):
+    register(_name, _paper(_name, _fallback), summary=_text, inputs=("a1", "s2", "d", "gram", "rank"), optional=("point_info",),
              engine="paper", covers=_ATTENTION, derivative=True, precision=True,
              example=lambda: (_float(), [0.5, 2.0], [1e-2, 1.0], _kernel_case()))
 register("finite-p", _finite_p, summary="the finite-p corrected attention theory, docs/theory.md §10",
@@ -379,14 +457,3 @@ register("bulk-signal", _bulk_signal, summary="the strong direction on W's own b
          covers={"model": ("attention",), "backend": _NUMPY, "error": ("train",)},
          example=lambda: (_float(), 0.5, [0.1, 1.0], dict(f=_tanh(), weights=np.eye(16), mu=np.r_[1.0, np.zeros(15)])))
 
-
-def _geometry():
-    from ..model import Geometry
-
-    return Geometry.aligned(1.0)
-
-
-def _low_rank(p: int, r: int):
-    """A p×p W of rank r (the Hermite blocks' case, docs/theory.md §12.8)."""
-    rng = np.random.default_rng(0)
-    return rng.standard_normal((p, r)) @ rng.standard_normal((r, p)) / np.sqrt(r)

@@ -7,7 +7,7 @@ registry (:mod:`symattn.backends.registry`) returns one, with the declared field
   (docs/theory.md §6), or the fixed point x* = Φ(x*) for the fixed-point driver;
 - ``derivative``: F'(γ) where the engine solves for F and its γ-derivative (E = −γ² F'), else None;
 - ``residuals``: the relative residual of the engine's equations at each point (or the largest), or None;
-- ``iterations``: the iterations the engine spent (all points together);
+- ``iterations``: the iterations the engine spent (all points together), None where it does not count them;
 - ``precision``: the estimated relative error of each value, or None where the engine gives none;
 - ``method``: the registered name of the method that ran;
 - ``fallbacks``: per point, the method that solved it instead of ``method`` (e.g. ``'quadrature'`` where the
@@ -39,8 +39,8 @@ class EngineResult(dict):
         The registered name of the method that ran.
     derivative, residuals, precision, fallbacks : optional
         As in :data:`FIELDS` (None where the engine has none).
-    iterations : int
-        Iterations spent.
+    iterations : int or None
+        Iterations spent (None: not counted).
     **extras
         Engine-specific fields.
 
