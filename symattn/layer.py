@@ -38,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from .backends.registry import Registry, methods as backend_methods
+from .backends.registry import METHODS, Registry, methods as backend_methods
 from .errors import ParameterError
 from .files import check_inside, read_regular
 from .validation import known_keywords
@@ -685,7 +685,6 @@ class Layer:
                                  "(the ridgeless value gamma = 0 is of the paper's model only)")
         THEORY_ENGINES.require(name, hints=_COVER_HINTS, error=error)
         if correction is not None:   # the correction's own method of the backends (docs/theory.md §10)
-            from .backends.registry import METHODS
             from .theory import attention_method
 
             METHODS.require(attention_method(method, correction), hints=_COVER_HINTS, error=error)

@@ -399,6 +399,10 @@ def attention_method(method=None, correction=None) -> str:
     --------
     >>> attention_method(), attention_method("quadrature"), attention_method(None, "finite-p")
     ('closed', 'quadrature', 'finite-p')
+    >>> attention_method(None, "finite_p")
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid correction='finite_p': allowed None or 'finite-p'
     """
     names = registry.methods(engine="paper", model="attention", correction=None)
     method = closed_form.DEFAULT if method is None else method
@@ -406,7 +410,14 @@ def attention_method(method=None, correction=None) -> str:
         raise ParameterError("method", method, " or ".join(map(repr, names)))
     if correction is None:
         return method
-    return registry.methods(engine="paper", model="attention", correction=correction)[0]
+    found = registry.methods(engine="paper", model="attention", correction=correction)
+    if not found:
+        known = dict.fromkeys(v for name in registry.methods(engine="paper", model="attention")
+                              for v in registry.get(name).covers["correction"])
+        raise ParameterError("correction", correction, " or ".join(map(repr, known)))
+    return found[0]
+
+
 #: an E_A whose estimated relative error exceeds this is solved again at higher precision, then warned about
 PRECISION_TARGET = 1e-8
 #: an E_A whose estimated relative error still exceeds this is a failure, not a result

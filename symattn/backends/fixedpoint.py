@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+
 import numpy as np
 
 from ..errors import ConvergenceError

@@ -9,7 +9,7 @@ registry (:mod:`symattn.backends.registry`) returns one, with the declared field
 - ``residuals``: the relative residual of the engine's equations at each point (or the largest), or None;
 - ``iterations``: the iterations the engine spent (all points together), None where it does not count them;
 - ``precision``: the estimated relative error of each value, or None where the engine gives none;
-- ``method``: the registered name of the method that ran;
+- ``method``: the registered name of the method that ran (for the fixed-point driver, its final strategy);
 - ``fallbacks``: per point, the method that solved it instead of ``method`` (e.g. ``'quadrature'`` where the
   closed form does not apply, docs/theory.md §5.8), None where ``method`` itself did; or None for an engine
   that has no fallback.
