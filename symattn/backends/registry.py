@@ -16,8 +16,8 @@ method declares), registered under a name with its declared capabilities:
   :func:`symattn.theory.solve` re-solves imprecise points at more digits), ``example``: a small case.
 
 :func:`register`, :func:`get` and :func:`methods` read and write the module's registry :data:`METHODS`.
-The same :class:`Registry` holds the layer's engines (:data:`symattn.layer.THEORY_ENGINES`), keyed by the
-layer's structure. Engines whose internals live in ``solver``, ``closed_runtime`` and ``quadrature`` are
+The same :class:`Registry` holds the layer's engines (:data:`symattn.layer.THEORY_ENGINES`), each declaring the
+layers it covers. Engines whose internals live in ``solver``, ``closed_runtime`` and ``quadrature`` are
 registered as thin adapters around their public entry points; each adapter returns an
 :class:`~symattn.backends.result.EngineResult` (:mod:`symattn.backends.result`).
 """
@@ -415,8 +415,8 @@ for _name, _fallback, _text in (
         ("closed", "quadrature", "the closed form (partial fractions, the Marchenko–Pastur Stieltjes transform; "
                                  "quadrature where it does not apply), docs/theory.md §5.8, §6"),
         ("quadrature", None, "the bulk system by quadrature and the Woodbury step, docs/theory.md §5–6")):
-    register(_name, _paper(_name, _fallback), summary=_text, inputs=("a1", "s2", "d", "gram", "rank"), optional=("point_info",),
-             engine="paper", covers=_ATTENTION, derivative=True, precision=True,
+    register(_name, _paper(_name, _fallback), summary=_text, inputs=("a1", "s2", "d", "gram", "rank"),
+             optional=("point_info",), engine="paper", covers=_ATTENTION, derivative=True, precision=True,
              example=lambda: (_float(), [0.5, 2.0], [1e-2, 1.0], _kernel_case()))
 register("finite-p", _finite_p, summary="the finite-p corrected attention theory, docs/theory.md §10",
          inputs=("f", "geometry", "n"), optional=("diagonal", "point_info"), engine="paper",
