@@ -47,7 +47,7 @@ from .closed_table import CLOSED, ClosedKernel
 from .context import FloatContext
 from .kernels import KERNELS, gram_values
 from ..errors import ConvergenceError
-from .solver import (BLOCK, REGULAR_MIN_P, WOODBURY_COND, initial_guess, broadcast_points, relative_residual,
+from .solver import (BLOCK, REGULAR_MIN_P, WOODBURY_COND, initial_guess, point_arrays, relative_residual,
                      coupling_matrices, kernel_coefficients, precision_estimate, regular_traces, solve_bulk, woodbury)
 # the quadrature fallback under its own name (a generated solver defines its own attention_error)
 from .solver import attention_error as quadrature_error
@@ -445,7 +445,7 @@ class Points:
     """
 
     def __init__(self, ctx, c, gamma, a1v, s2v, dv):
-        self.P, (self.c, self.gamma, self.a1, self.s2, self.d) = broadcast_points(ctx, c, gamma, a1v, s2v, dv)
+        self.P, (self.c, self.gamma, self.a1, self.s2, self.d) = point_arrays(ctx, c, gamma, a1v, s2v, dv)
         self.rc = ctx.sqrt(self.c)
 
 
@@ -1030,7 +1030,7 @@ def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=No
     >>> out["closed"].tolist()
     [1.0, 1.0]
     """
-    P, (cv, gv) = broadcast_points(ctx, c, gamma)
+    P, (cv, gv) = point_arrays(ctx, c, gamma)
     dtype = ctx.dtype
     dvec = np.broadcast_to(np.asarray(dv, dtype=dtype), (P,)) if np.ndim(dv) else None
     out = {"E": np.full(P, np.nan, dtype=dtype), "F": np.full(P, np.nan, dtype=dtype),
@@ -1082,7 +1082,7 @@ def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
     >>> q["Gamma"].shape
     (1, 10, 10)
     """
-    P, (cv, gv, av, sv, dvv) = broadcast_points(ctx, c, gamma, a1v, s2v, dv)
+    P, (cv, gv, av, sv, dvv) = point_arrays(ctx, c, gamma, a1v, s2v, dv)
     dtype = ctx.dtype
     e = np.asarray(e, dtype=dtype).reshape(P, 3)
     N = 6 + 4 * rank

@@ -365,13 +365,13 @@ def initial_guess(ctx, gamma):
     return e
 
 
-def broadcast_points(ctx, *values):
+def point_arrays(ctx, *values):
     """Broadcast scalars/arrays to 1-D arrays of P points in the context's arithmetic: (P, [arrays]).
 
     Examples
     --------
     >>> from symattn.backends.context import FloatContext
-    >>> P, (c, g) = broadcast_points(FloatContext(), 0.5, [1.0, 2.0])
+    >>> P, (c, g) = point_arrays(FloatContext(), 0.5, [1.0, 2.0])
     >>> P, c.tolist(), g.tolist()
     (2, [0.5, 0.5], [1.0, 2.0])
     """
@@ -413,7 +413,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
     >>> sol.e.shape, bool(sol.residual[0] < 1e-12)
     ((1, 3), True)
     """
-    P, (c, gamma, a1, s2, d) = broadcast_points(ctx, c, gamma, a1, s2, d)
+    P, (c, gamma, a1, s2, d) = point_arrays(ctx, c, gamma, a1, s2, d)
     params = tuple(v.reshape(P, 1) for v in (ctx.sqrt(c), gamma, a1, s2, d))
     e = initial_guess(ctx, gamma)
     m, total_it = ctx.nodes, 0
@@ -1246,6 +1246,6 @@ def linear_error(ctx, c, gamma, snr):
     >>> bool(E[0] < 1e-15), bool(abs(E[1] - 1) < 1e-8)
     (True, True)
     """
-    _, (c, gamma, snr) = broadcast_points(ctx, c, gamma, snr)
+    _, (c, gamma, snr) = point_arrays(ctx, c, gamma, snr)
     fn = _kernel(ctx, "linear")
     return ctx.pointwise(lambda ci, gi, si: fn(ctx.sqrt(ci), gi, si)[0], c, gamma, snr)
