@@ -75,6 +75,7 @@ from functools import lru_cache
 from numbers import Integral, Real
 from pathlib import Path
 
+from ..caching import digest
 from ..errors import ParameterError
 
 __all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS", "LAYER_SPEC_KEYS", "value_key"]
@@ -490,8 +491,7 @@ class SweepSpec:
     @property
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON of :meth:`canonical`: two specs with the same results have the same one."""
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        return digest(json.dumps(self.canonical(), sort_keys=True, separators=(",", ":")))
 
     def extension_of(self, old: dict) -> list:
         """The keys in which this spec extends the canonical spec ``old`` (more draws, supersets of swept lists).
