@@ -46,7 +46,7 @@ class Setting:
 
     def geometry(self):
         """The :class:`~symattn.model.Geometry` of ``gram``."""
-        from ..model import Geometry
+        from symattn.model import Geometry
 
         return Geometry(**self.gram)
 
@@ -99,9 +99,9 @@ def constant_slope_traces(c=0.7, g=0.1, a1=0.6, s2=0.15, d=0.02):
     >>> bool(max(abs(a - b) / abs(b) for a, b in zip(pencil, bulk)) < 1e-9)
     True
     """
-    from ..backends import solver
-    from ..backends.context import context
-    from ..backends.finite_p import solve_pencil
+    from symattn.backends import solver
+    from symattn.backends.context import context
+    from symattn.backends.finite_p import solve_pencil
 
     ctx = context("numpy")
     with ctx:
