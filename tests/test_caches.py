@@ -139,9 +139,12 @@ def test_memo_drops_the_arguments_of_an_entry():
     class Big(np.ndarray):
         pass
 
+    def fill(x):   # the closure of make holds x for as long as make lives
+        return memo.get((x,), lambda: float(x.sum()))
+
     a = np.arange(4.0).view(Big)
     ref = weakref.ref(a)
-    memo.get((a,), lambda: float(a.sum()))
+    assert fill(a) == 6.0
     del a
     gc.collect()
     assert ref() is None

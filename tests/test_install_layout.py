@@ -45,7 +45,17 @@ def _install(kind: str, folder: Path) -> tuple[Path, float]:
     import time
 
     python = _venv(folder)
-    args = ["-e", str(ROOT)] if kind == "editable" else [str(ROOT)]
+    if kind == "editable":
+        args = ["-e", str(ROOT)]
+    else:   # from a clean copy: an in-tree build would leave build/ in the checkout, whose stale files a later
+        import shutil   # wheel would take along
+
+        src = folder / "src"
+        for name in ("symattn", "verification"):
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy(ROOT / name, src / name)
+        args = [str(src)]
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
                            "--no-build-isolation", "--no-index", "-q", *args],

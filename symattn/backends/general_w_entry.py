@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..caching import memoize
 from ..errors import ConvergenceError, ParameterError
 from ..model import check_mu, check_weights, weight_rank
-from ..caching import memoize
 from .general_w import (MAX_BLOCK_RANK, MPMATH_MAX_P, arith, general_w_error, hermite_block_constants,
                         hermite_block_error)
 from .strong_direction import bulk_signal_error

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...caching import Memo
 from ...errors import ParameterError
 from ...gauss import gauss_hermite
 from ...model import weight_rank
 from .constants import CONSTANT_NODES
 from .latent import pair_traces, variance_rule
-from ...caching import Memo
 from .linalg import array_key
 
 __all__ = ["MAX_BLOCK_RANK", "BlockAtoms", "compress_weights", "block_total", "block_present", "HermiteBlockConstants",

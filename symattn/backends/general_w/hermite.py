@@ -34,13 +34,13 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...caching import Memo
 from ...errors import ParameterError
 from ..fixedpoint import Anderson, Newton, StallRestart, fixed_point
 from . import block_constants
 from .block_constants import (MAX_BLOCK_RANK, BlockAtoms, block_present, block_total, f_values,
                               hermite_block_constants, index_pairs, index_triples)
 from .hoperator import LowRankTraces, low_rank_traces
-from ...caching import Memo
 from .linalg import array_key
 from .pencil import U_, W_, X_, general_w_model, p_traces, resolvent_F, sigma_nn, sigma_pp
 from .physical import physical_points
