@@ -69,6 +69,10 @@ def installed(request, tmp_path_factory):
     """(kind, python of a fresh environment with symattn installed that way)."""
     if importlib.util.find_spec("setuptools") is None:
         pytest.skip("the installs build without isolation: they need setuptools in this environment")
+    from importlib.metadata import version
+
+    if tuple(int(x) for x in version("pip").split(".")[:2]) < (22, 3):
+        pytest.skip("pip install --python needs pip >= 22.3")
     folder = tmp_path_factory.mktemp(f"venv-{request.param}")
     python, seconds = _install(request.param, folder)
     print(f"pip install ({request.param}): {seconds:.1f} s")
