@@ -42,11 +42,13 @@ class _SourceTreeVerification:
     def find_spec(cls, fullname, path=None, target=None):
         if fullname != __name__ + ".verification":
             return None
-        return spec_from_file_location(fullname, cls.folder / "__init__.py", submodule_search_locations=[str(cls.folder)])
+        return spec_from_file_location(fullname, cls.folder / "__init__.py",
+                                       submodule_search_locations=[str(cls.folder)])
 
     @classmethod
     def needed(cls) -> bool:
-        return not (Path(__file__).resolve().parent / "verification").is_dir() and (cls.folder / "__init__.py").is_file()
+        here = Path(__file__).resolve().parent
+        return not (here / "verification").is_dir() and (cls.folder / "__init__.py").is_file()
 
 
 if _SourceTreeVerification.needed() and not any(getattr(f, "__name__", None) == "_SourceTreeVerification"
