@@ -33,7 +33,7 @@ class _SourceTreeVerification:
     """Finds ``symattn.verification`` in a source checkout used without installing it (the repository root on
     ``sys.path``): the package lives in the repository's top-level ``verification/``, which an install maps to
     ``symattn/verification`` (setuptools ``package-dir``, pyproject.toml). Installed only when this ``symattn`` has
-    no ``verification`` folder beside its modules and the checkout has one, and first on ``sys.meta_path``, so
+    no ``verification`` package beside its modules and the checkout has one, and first on ``sys.meta_path``, so
     that the checks are always those of the checkout this ``symattn`` comes from."""
 
     folder = Path(__file__).resolve().parent.parent / "verification"
@@ -48,7 +48,9 @@ class _SourceTreeVerification:
     @classmethod
     def needed(cls) -> bool:
         here = Path(__file__).resolve().parent
-        return not (here / "verification").is_dir() and (cls.folder / "__init__.py").is_file()
+        # a folder symattn/verification without __init__.py (the __pycache__ a checkout kept from before the move) is
+        # not the package
+        return not (here / "verification" / "__init__.py").is_file() and (cls.folder / "__init__.py").is_file()
 
 
 if _SourceTreeVerification.needed() and not any(getattr(f, "__name__", None) == "_SourceTreeVerification"

@@ -187,3 +187,20 @@ def test_only_cli_and_atlas_import_symattn_verification():
                 continue
             bad += [f"{module}: {n}" for n in names if n == "symattn.verification" or n.startswith("symattn.verification.")]
     assert not bad, bad
+
+
+def test_a_checkout_without_install_finds_verification(tmp_path):
+    """The repository root on PYTHONPATH (no install): symattn.verification is the checkout's verification/, also
+    when symattn/verification is left with the __pycache__ of the layout before the move."""
+    import shutil
+
+    for name in ("symattn", "verification"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "symattn" / "verification" / "__pycache__").mkdir(parents=True)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    code = "import symattn.verification as v, symattn.verification.registry as r; print(v.__file__); print(r.__file__)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [Path(x) for x in proc.stdout.split()] == [tmp_path / "verification" / "__init__.py",
+                                                      tmp_path / "verification" / "registry.py"]
