@@ -79,9 +79,14 @@ def installed(request, tmp_path_factory):
     return request.param, python, folder
 
 
+def _clean_env() -> dict:
+    """This environment without PYTHONPATH and PYTHONHOME: the installed environment alone decides what imports."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
 def _run(python, code, cwd):
     """``code`` in the installed environment, outside the checkout, without this test's PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env = _clean_env()
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
@@ -131,7 +136,7 @@ def test_verify_runs_from_the_install(installed):
     """``symattn verify --quick --only <one check>`` and ``python -m symattn.verification --list``."""
     kind, python, folder = installed
     script = python.parent / ("symattn.exe" if os.name == "nt" else "symattn")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env = _clean_env()
     proc = subprocess.run([str(script), "verify", "--quick", "--json", "--only", QUICK_CHECK], capture_output=True,
                           text=True, timeout=600, cwd=folder, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -146,7 +151,7 @@ def test_verify_quick_passes_from_the_install(installed):
     """The whole ``symattn verify --quick`` (about 100 s on 2 busy cores) from each install."""
     kind, python, folder = installed
     script = python.parent / ("symattn.exe" if os.name == "nt" else "symattn")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env = _clean_env()
     proc = subprocess.run([str(script), "verify", "--quick"], capture_output=True, text=True, timeout=900,
                           cwd=folder, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
