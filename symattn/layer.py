@@ -26,7 +26,6 @@ has a content :attr:`~Layer.digest` and round-trips through :meth:`Layer.to_dict
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
@@ -59,7 +58,9 @@ MINILM = "minilm:"
 
 # ----------------------------------------------------------------------------- weight references
 def _file_sha256(path: Path, key: str = "weights") -> str:
-    return hashlib.sha256(read_regular(path, key)).hexdigest()
+    from .caching import digest
+
+    return digest(read_regular(path, key))
 
 
 def _read_npy(key: str, ref: str, what: str) -> np.ndarray:
@@ -448,11 +449,13 @@ class Layer:
 
     @property
     def digest(self) -> str:
-        """sha256 of the activation's expression, the weights' bytes and the flags (hex).
+        """:func:`symattn.caching.digest` (sha256, hex) of the JSON of the activation's expression, the weights'
+        :func:`~symattn.provenance.array_digest` and the flags.
 
         Two layers with the same digest compute the same numbers; a plain callable activation is
         identified by the function object (its name and id), so that digest holds within one process only."""
         if self._digest is None:
+            from .caching import digest
             from .provenance import array_digest
 
             blob = {"activation": self.activation_name, "readout": self.readout, "residual": self.residual,
@@ -460,7 +463,7 @@ class Layer:
                     "weights": array_digest(self.weights),
                     "heads": None if self.heads is None else [array_digest(W) for W in self.heads]}
             text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
-            object.__setattr__(self, "_digest", hashlib.sha256(text.encode()).hexdigest())
+            object.__setattr__(self, "_digest", digest(text))
         return self._digest
 
     def __eq__(self, other):
