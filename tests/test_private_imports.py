@@ -21,14 +21,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: the files of the closed-form issue's other half (39a) that still import private names (31 names in 5 statements)
-#: until its merge -- removed at merge
-PENDING_39A = {
-    "symattn/backends/closed.py", "symattn/backends/closed_runtime.py", "symattn/backends/closed_reduced.py",
-    "symattn/codegen/closed_kernels.py",
-}
-
-
 def package_modules() -> dict[str, Path]:
     """Module name → file, for every module of the installed package ``symattn`` in this checkout."""
     out = {}
@@ -101,23 +93,17 @@ def violations(module: str, path: Path, modules: dict) -> list[str]:
     return bad
 
 
-def all_violations(exempt=frozenset()) -> list[str]:
+def all_violations() -> list[str]:
     modules = package_modules()
     out = []
     for name, path in modules.items():
-        if str(path.relative_to(ROOT)) not in exempt:
-            out += violations(name, path, modules)
+        out += violations(name, path, modules)
     return out
 
 
 def test_no_private_names_across_modules():
-    bad = all_violations(PENDING_39A)
+    bad = all_violations()
     assert not bad, f"{len(bad)} private names used across modules:\n" + "\n".join(bad)
-
-
-def test_pending_exemptions_exist():
-    """Every exempted file exists (the set names files, not patterns)."""
-    assert all((ROOT / f).is_file() for f in PENDING_39A), sorted(f for f in PENDING_39A if not (ROOT / f).is_file())
 
 
 @pytest.mark.parametrize("source, expected", [
