@@ -457,3 +457,109 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
                         failures=r.failures, parameters={**r.parameters, "error": "test"}, constants=r.constants,
                         error="test",
                         readout=readout)
+
+
+# ----------------------------------------------------------------------------- a general W (docs/theory.md §14.9)
+def general_w_test_moments(W, mu, c, a1, var_f, a0, d_mean, d_sq):
+    r"""The test moments m = E[Φ′y′]/n and C = E[Φ′Φ′ᵀ]/n for a general p×p W (docs/theory.md §14.9), dense.
+
+    Column j of Φ′ is φ_j = Σ_{i≠j} x_i f(x_iᵀWx_j/√p)/√p + x_j f(q_j)/√p. Averaging over the other tokens
+    (the slope a1 = E f′ of the off-diagonal argument, its variance var_f = Var f, its mean a0, and the
+    diagonal's moments d̄ = E f(q)/√p, d₂ = E f(q)²/p), with Σ = I + μμᵀ and balanced labels:
+
+    .. math::
+
+        m = \frac{a_1}c\Sigma W\mu + \bar d\mu,\qquad
+        C = \frac{a_1^2}{c^2}\Sigma W\Sigma W^\top\Sigma + \Big(\frac{\mathrm{var}_f}c + d_2\Big)\Sigma
+            + \frac{a_0^2}c I + \frac{a_1\bar d}c\big(\Sigma W\Sigma + \Sigma W^\top\Sigma\big).
+
+    For W = I + low rank (var_f = ν, d̄² = d₂ = d², a0 = 0) this is :func:`population_moments`.
+
+    Parameters
+    ----------
+    W : numpy.ndarray
+        p×p.
+    mu : numpy.ndarray
+        The signal (length p).
+    c : float
+        p/n.
+    a1, var_f, a0, d_mean, d_sq : float
+        The constants above.
+
+    Returns
+    -------
+    (m, C) : numpy.ndarray
+        The p-vector m and the p×p matrix C.
+
+    Examples
+    --------
+    >>> m, C = general_w_test_moments(np.eye(3), np.zeros(3), 0.5, 0.6, 0.39, 0.0, 0.0, 0.0)
+    >>> bool(np.allclose(C, (0.36 / 0.25 + 0.39 / 0.5) * np.eye(3)))   # a1²/c² + ν/c
+    True
+    """
+    p = W.shape[0]
+    S = np.eye(p) + np.outer(mu, mu)
+    SW, SWt = S @ W, S @ W.T
+    m = (a1 / c) * (SW @ mu) + d_mean * mu
+    C = ((a1 / c) ** 2 * (SW @ S @ SW.T) + (var_f / c + d_sq) * S + (a0 * a0 / c) * np.eye(p)
+         + (a1 * d_mean / c) * (SW @ S + SWt @ S))
+    return m, C
+
+
+def general_w_test_error(f, c, gamma, W, mu=None, structure: str = "auto", diagonal: str = "f") -> dict:
+    r"""The deterministic-equivalent test error of a layer with a general W at one c (docs/theory.md §14.9).
+
+    E_test = 1 − 2β̄ᵀm + tr(C𝓑), the moments (m, C) of :func:`general_w_test_moments` at the kernel model's own
+    constants and the readout's mean β̄ and second moment 𝓑 ≃ E[ββᵀ] from the linear response of the training
+    pencil (:func:`symattn.backends.general_w_entry.general_readout`: the free-noise pencil of §12.2 or the
+    Hermite blocks of §12.8, ``signal='linear'``).
+
+    Parameters
+    ----------
+    f : Activation
+    c : float
+    gamma : array_like
+        γ > 0.
+    W : numpy.ndarray
+    mu : array_like, optional
+    structure : {'auto', 'blocks', 'free'}
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    dict
+        'E_test', 'E_train', 'norm2' (‖β‖² = tr 𝓑), 'overlap' (β̄ᵀμ), 'structure'.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> out = general_w_test_error(activation("tanh"), 0.5, [0.1, 10.0], np.eye(24))
+    >>> bool(np.all(out["E_test"] > 1))      # μ = 0: E_test = 1 + βᵀCβ
+    True
+    """
+    from .backends.general_w_entry import general_readout
+
+    out = general_readout(f, c, gamma, W, mu, structure=structure, diagonal=diagonal)
+    m = out["model"]
+    p = m.p
+    mu = np.asarray(m.mu, dtype=float)
+    S = np.eye(p) + np.outer(mu, mu)
+    omega_s = float(np.sum((W @ S) * (S @ W))) / p        # tr(WΣWᵀΣ)/p: the variance of x_iᵀWx_j/√p
+    a1 = float(m.a1)
+    if out["structure"] == "free":
+        var_f, a0 = float(m.sigma2 * m.c) + a1 * a1 * omega_s, float(m.constants.a0)
+        kappa, w = np.asarray(m.kappa, dtype=float), np.asarray(m.kw, dtype=float)
+    else:
+        k = out["constants"]
+        var_f = float(m.sigma2 * m.c) + out["blocks"] + a1 * a1 * omega_s
+        a0 = float(k.b0)
+        from .backends.general_w.hermite import block_model
+
+        nodes = block_model(f, c, W, mu, constants=k)[2]
+        kappa, w = nodes["kappa"], nodes["w"]
+    diag = kappa + a1 * float(np.trace(W)) / p           # f(q)/√p at the diagonal's nodes
+    d_mean, d_sq = float(w @ diag), float(w @ diag ** 2)
+    mv, C = general_w_test_moments(W, mu, float(m.c), a1, var_f, a0, d_mean, d_sq)
+    E_test = np.array([1 - 2 * r.beta @ mv + np.sum(C.T * r.B_bulk) for r in out["moments"]])
+    return {"E_test": E_test, "E_train": out["E"], "norm2": np.array([np.trace(r.B_bulk) for r in out["moments"]]),
+            "overlap": np.array([r.beta @ mu for r in out["moments"]]), "structure": out["structure"]}

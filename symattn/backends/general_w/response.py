@@ -199,7 +199,8 @@ def hermite_block_readout(f, c, gamma, W, mu=None, **kw) -> dict:
     Returns
     -------
     dict
-        'E', 'F' (arrays), 'moments' (a list of :class:`ReadoutMoments`), 'model', 'constants'.
+        'E', 'F' (arrays), 'moments' (a list of :class:`ReadoutMoments`), 'model', 'constants', 'blocks' (the
+        blocks of :func:`~.hermite.block_model`).
 
     Examples
     --------
@@ -227,4 +228,4 @@ def hermite_block_readout(f, c, gamma, W, mu=None, **kw) -> dict:
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
     vals = hermite._physical_implicit(m, gam, blk, nodes, traces, extra=extra)
     return {"E": np.array([-z * z * v[1] for z, v in zip(gam, vals)]), "F": np.array([v[0] for v in vals]),
-            "moments": [v[2] for v in vals], "model": m, "constants": k}
+            "moments": [v[2] for v in vals], "model": m, "constants": k, "blocks": blk}
