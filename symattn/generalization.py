@@ -563,3 +563,74 @@ def general_w_test_error(f, c, gamma, W, mu=None, structure: str = "auto", diago
     E_test = np.array([1 - 2 * r.beta @ mv + np.sum(C.T * r.B_bulk) for r in out["moments"]])
     return {"E_test": E_test, "E_train": out["E"], "norm2": np.array([np.trace(r.B_bulk) for r in out["moments"]]),
             "overlap": np.array([r.beta @ mu for r in out["moments"]]), "structure": out["structure"]}
+
+
+def general_test_error(f, c, gamma, weights, mu=None, model: str = "attention", n: int | None = None,
+                       diagonal: str = "f", errors: str = "raise", structure: str = "auto"):
+    r"""The test error of a layer with one weight matrix W (docs/theory.md §14.9): the engine of
+    ``Layer(f, weights=W).theory(c, gamma, mu=mu, error='test')``.
+
+    Attention by :func:`general_w_test_error` per c (n = round(p/c)); linear regression by the closed form of
+    docs/theory.md §14.4 at ‖μ‖² (it does not see W).
+
+    Parameters
+    ----------
+    f : Activation
+    c, gamma : float or array_like
+        Broadcast together; γ > 0.
+    weights : numpy.ndarray
+        W, p×p.
+    mu : array_like, optional
+    model : {'attention', 'linear', 'both'}
+    n : int, optional
+        Must equal round(p/c) when given.
+    diagonal : {'f', 'zero'}
+    errors : {'raise', 'nan'}
+        A c whose solve fails raises ConvergenceError, or its points become NaN with a FailedPointsWarning.
+    structure : {'auto', 'blocks', 'free'}
+
+    Returns
+    -------
+    numpy.ndarray or dict
+        E_test of shape broadcast(c, gamma), or ``{"attention": ..., "linear": ...}`` for model='both'.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> E = general_test_error(activation("tanh"), 0.5, [0.1, 1.0], np.eye(24), model="both")
+    >>> bool(np.all(E["attention"] > 1) and np.all(E["linear"] > 1))
+    True
+    """
+    from .errors import ConvergenceError, FailedPointsWarning
+    from .model import Geometry, check_c, check_gamma, check_mu, check_weights
+
+    check_test_gamma(gamma)
+    W = check_weights(weights)
+    p = W.shape[0]
+    mu = check_mu(mu, p)
+    c_arr, g_arr = check_c(c), check_gamma(gamma)
+    shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
+    cb, gb = (np.broadcast_to(v, shape).reshape(-1).astype(float) for v in (c_arr, g_arr))
+    for ci in np.unique(cb):
+        if n is not None and int(n) != int(round(p / ci)):
+            raise ParameterError("n", n, f"None or round(p/c) = {int(round(p / ci))} (p = {p} is fixed by the weights)")
+    out = {}
+    if model in ("attention", "both"):
+        E = np.full(cb.shape, np.nan)
+        failed = []
+        for ci in np.unique(cb):
+            idx = np.nonzero(cb == ci)[0]
+            try:
+                E[idx] = general_w_test_error(f, ci, gb[idx], W, mu, structure=structure, diagonal=diagonal)["E_test"]
+            except ConvergenceError as err:
+                if errors == "raise":
+                    raise
+                failed += [(float(ci), float(gb[j]), err.reason) for j in idx]
+        if failed:
+            warnings.warn(FailedPointsWarning(f"{len(failed)} test-error point(s) failed and are NaN", failed),
+                          stacklevel=3)
+        out["attention"] = E.reshape(shape)
+    if model in ("linear", "both"):
+        r = solve_test(f, c=cb, gamma=gb, geometry=Geometry(snr=float(mu @ mu)), model="linear")
+        out["linear"] = np.asarray(r.linear, dtype=float).reshape(shape)
+    return out if model == "both" else out[model]

@@ -666,11 +666,14 @@ class Layer:
         if _zero_ridge(gamma) and name != "paper":   # the paper's test error: solve_test says why
             raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
                                  "(the ridgeless value gamma = 0 is of the paper's model only)")
-        if error == "test" and (name != "paper" or correction is not None):
+        mp_w = backend != "numpy" and name != "paper"    # the general-W test theory is float64
+        if error == "test" and (name not in TEST_ENGINES or correction is not None or mp_w):
             raise ParameterError("error", "test", f"'train' with the {name!r} engine"
-                                 + (" and correction='finite-p'" if correction is not None else ""),
-                                 hint="the test-error theory (docs/theory.md §14) is of the paper's model, W = I + low "
-                                      "rank, asymptotic; simulate the others with error='test'")
+                                 + (" and correction='finite-p'" if correction is not None else "")
+                                 + (f" and backend={backend!r}" if mp_w else ""),
+                                 hint="the test-error theory (docs/theory.md §14) is of the paper's model and of one "
+                                      "weight matrix W (engines " + ", ".join(repr(e) for e in TEST_ENGINES)
+                                      + "; numpy); simulate the others with error='test'")
         kw = {k: v for k, v in given.items() if k in eng.options}
         if error == "test":
             kw["error"] = "test"
@@ -1137,7 +1140,12 @@ def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, co
                  diagonal=layer.diagonal, correction=correction, errors=errors, method=method)
 
 
-def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, structure=None):
+def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, structure=None, error="train"):
+    if error == "test":
+        from .generalization import general_test_error
+
+        return general_test_error(layer.activation, c, gamma, layer.weights, mu, model=model, n=n,
+                                  diagonal=layer.diagonal, errors=errors, structure=structure or "auto")
     from .backends.general_w_entry import general_memorization_error
 
     return general_memorization_error(layer.activation, c, gamma, layer.weights, mu, model=model, backend=backend,
@@ -1169,6 +1177,8 @@ def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geomet
                          heads=None if layer.heads is None else list(layer.heads), readout=layer.readout, mu=mu)
 
 
+#: the engines with a test-error theory (docs/theory.md §14; §14.9 for one weight matrix W)
+TEST_ENGINES = ("paper", "general-w", "hermite-blocks")
 #: the theory engines, keyed by :meth:`Layer.engine`
 THEORY_ENGINES = {e.name: e for e in (
     Engine("paper", "Theorem 1: closed form, quadrature fallback (docs/theory.md §5-7, §10)",
@@ -1320,9 +1330,12 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     f, c, gamma, geometry, model, backend, dps, n, diagonal, errors, tokens
         As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
     correction, residual, heads, readout, kernel, temperature, weights, mu, structure
-        The keywords of :func:`memorization_error`, so that both take the same ones; the test-error theory
-        is of the paper's model only, so any of them set to other than its default raises a ParameterError
-        that names it (measure those layers with ``simulate(..., error="test")``).
+        The keywords of :func:`memorization_error`, so that both take the same ones. The test-error theory
+        covers the paper's model (§14) and a layer with one weight matrix (``weights=``, an array, a .npy path or
+        ``minilm:LAYER[:HEAD]``; ``mu=`` its signal; docs/theory.md §14.9, the free-noise or Hermite-block
+        kernel of §12 by ``structure``); a layer whose engine has no test theory yet (heads, residual,
+        softmax, ``correction``) raises a ParameterError that names ``error`` and the engine (measure those
+        layers with ``simulate(..., error="test")``).
 
     Returns
     -------
@@ -1342,18 +1355,14 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> E = generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear", tokens={"ar1": 0.8})
     >>> bool(E < generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear"))
     True
+    >>> W = np.eye(24) + np.outer(np.ones(24), np.ones(24)) / 24
+    >>> bool(generalization_error("tanh", 0.5, 1.0, weights=W, mu=np.ones(24) / np.sqrt(24)) < 1)
+    True
     """
-    other = {"correction": (correction, None), "residual": (residual, False), "heads": (heads, None),
-             "readout": (readout, "concat"), "kernel": (kernel, "entrywise"), "temperature": (temperature, None),
-             "weights": (weights, None), "mu": (mu, None), "structure": (structure, "auto")}
-    for key, (value, default) in other.items():
-        if value is not None and not (isinstance(value, (str, bool)) and value == default):
-            shown = value if isinstance(value, (str, bool, int, float)) else type(value).__name__
-            raise ParameterError(key, shown, f"{default!r} (the default): the test-error theory is of the paper's model "
-                                 "W = I + Σ w_K w_Qᵀ (docs/theory.md §14)",
-                                 hint="simulate(..., error='test') measures the other layers")
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                              diagonal=diagonal, errors=errors, error="test", tokens=tokens)
+                              diagonal=diagonal, correction=correction, errors=errors, residual=residual, heads=heads,
+                              readout=readout, kernel=kernel, temperature=temperature, weights=weights, mu=mu,
+                              structure=structure, error="test", tokens=tokens)
 
 
 @known_keywords
