@@ -333,10 +333,11 @@ def run(args) -> int:
                                         "attention or both",
                              hint="the attention theory under correlated tokens is at finite p = round(c n) "
                                   "(docs/theory.md §15.5)")
-    if args.error != "train" and (variant_parameters(args) or layer.weights is not None):
-        raise ParameterError("error", args.error, "train with --weights, --heads, --residual or --kernel",
-                             hint="the test-error theory (docs/theory.md §14) is of the paper's model; measure the "
-                                  "others with: symattn simulate ... --error test")
+    if args.error != "train" and variant_parameters(args):
+        raise ParameterError("error", args.error, f"train with the {layer.engine()!r} engine (--heads, --residual or "
+                             "--kernel)",
+                             hint="the test-error theory (docs/theory.md §14) is of the paper's model and of one "
+                                  "--weights matrix; measure the others with: symattn simulate ... --error test")
     if variant_parameters(args):
         return _run_variant(args, layer)
     if layer.weights is not None:
