@@ -528,7 +528,8 @@ def general_w_test_error(f, c, gamma, W, mu=None, structure: str = "auto", diago
     Returns
     -------
     dict
-        'E_test', 'E_train', 'norm2' (‖β‖² = tr 𝓑), 'overlap' (β̄ᵀμ), 'structure'.
+        'E_test', 'E_train', 'norm2' (‖β‖² = tr 𝓑), 'overlap' (β̄ᵀμ), 'structure', the test moments 'm' and 'C',
+        'readout' (the :class:`~symattn.backends.general_w.response.ReadoutMoments` per γ).
 
     Examples
     --------
@@ -562,7 +563,8 @@ def general_w_test_error(f, c, gamma, W, mu=None, structure: str = "auto", diago
     mv, C = general_w_test_moments(W, mu, float(m.c), a1, var_f, a0, d_mean, d_sq)
     E_test = np.array([1 - 2 * r.beta @ mv + np.sum(C.T * r.B_bulk) for r in out["moments"]])
     return {"E_test": E_test, "E_train": out["E"], "norm2": np.array([np.trace(r.B_bulk) for r in out["moments"]]),
-            "overlap": np.array([r.beta @ mu for r in out["moments"]]), "structure": out["structure"]}
+            "overlap": np.array([r.beta @ mu for r in out["moments"]]), "structure": out["structure"],
+            "m": mv, "C": C, "readout": out["moments"]}
 
 
 def general_test_error(f, c, gamma, weights, mu=None, model: str = "attention", n: int | None = None,
