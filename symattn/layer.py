@@ -1165,8 +1165,18 @@ def _softmax(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None):
                          kernel=layer.kernel, temperature=layer.temperature)
 
 
-def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geometry=None):
+def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geometry=None, error="train"):
     from .variants import variant_error
+
+    if error == "test":   # the 'sum' engine: summed general heads, or one W's residual (docs/theory.md §14.9)
+        if layer.weights is None and (layer.heads is None or layer.readout != "sum" and len(layer.heads) > 1):
+            raise ParameterError("error", "test", "'train' with the 'sum' engine for concatenated heads (readout='concat')",
+                                 hint="the test-error theory covers heads summed (readout='sum') and one W's residual")
+        from .generalization import general_test_error
+
+        return general_test_error(layer.activation, c, gamma, layer.weights, mu, model=model, n=n,
+                                  diagonal=layer.diagonal, errors=errors,
+                                  heads=None if layer.heads is None else list(layer.heads), residual=layer.residual)
 
     if layer.weights is not None:  # the residual layer of one head W: heads=[W] summed (docs/theory.md §13.1)
         return variant_error(layer.activation, c, gamma, model=model, backend=backend, dps=dps, n=n,
@@ -1178,7 +1188,7 @@ def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geomet
 
 
 #: the engines with a test-error theory (docs/theory.md §14; §14.9 for one weight matrix W)
-TEST_ENGINES = ("paper", "general-w", "hermite-blocks")
+TEST_ENGINES = ("paper", "general-w", "hermite-blocks", "sum")
 #: the theory engines, keyed by :meth:`Layer.engine`
 THEORY_ENGINES = {e.name: e for e in (
     Engine("paper", "Theorem 1: closed form, quadrature fallback (docs/theory.md §5-7, §10)",

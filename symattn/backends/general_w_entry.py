@@ -143,28 +143,28 @@ def general_readout(f, c, gamma, W, mu=None, structure: str = "auto", diagonal: 
     -------
     dict
         'E', 'F', 'moments' (:class:`~symattn.backends.general_w.response.ReadoutMoments` per γ), 'model'
-        (the :class:`~symattn.backends.general_w.GeneralWModel` of the pencil), 'structure', and for the
-        blocks 'blocks' (their summed squared weights: the variance they carry) and 'constants'.
+        (the :class:`~symattn.backends.general_w.GeneralWModel` of the pencil), 'structure', 'blocks' (the
+        structured blocks [(squared weights, ρu², ρv²), …]; none for the free noise) and 'nodes' (the diagonal's
+        latent nodes {'kappa', 'w'}).
 
     Examples
     --------
     >>> import numpy as np
     >>> from symattn import activation
     >>> out = general_readout(activation("tanh"), 0.5, [1.0], np.eye(20))
-    >>> out["structure"], len(out["moments"])
-    ('free', 1)
+    >>> out["structure"], len(out["moments"]), out["blocks"]
+    ('free', 1, [])
     """
-    from .general_w.hermite import block_phi
     from .general_w.response import general_w_readout, hermite_block_readout
 
     W = check_weights(W)
     mu = check_mu(mu, W.shape[0])
     kind = kernel_structure(W, structure, diagonal=diagonal, signal="linear")
     if kind == "free":
-        return dict(general_w_readout(f, c, gamma, W, mu, diagonal=diagonal), structure=kind)
-    out = hermite_block_readout(f, c, gamma, W, mu, constants=_block_constants(f, W))
-    blocks = sum(float(np.real(block_phi(b[0], 0.0))) for b in out["blocks"])
-    return dict(out, structure=kind, blocks=blocks)
+        out = general_w_readout(f, c, gamma, W, mu, diagonal=diagonal)
+        m = out["model"]
+        return dict(out, structure=kind, blocks=[], nodes={"kappa": m.kappa, "w": m.kw})
+    return dict(hermite_block_readout(f, c, gamma, W, mu, constants=_block_constants(f, W)), structure=kind)
 
 
 def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "attention", backend: str = "numpy",

@@ -31,7 +31,8 @@ from .linalg import model_arith
 from .pencil import _p_response, coefficient_matrix, general_w_model, pencil_map, resolvent_F, sigma_pp
 from .physical import model_error
 
-__all__ = ["ReadoutMoments", "readout_moments", "general_w_readout", "hermite_block_readout", "TRACE_KEYS"]
+__all__ = ["ReadoutMoments", "readout_moments", "model_readout", "general_w_readout", "block_readout",
+           "hermite_block_readout", "TRACE_KEYS"]
 
 #: the p-traces P_jk of :func:`~.pencil.p_traces` that the shift moves (j ∈ {l, g, v}, k ∈ {t, v, h})
 TRACE_KEYS = tuple(j + k for j in "lgv" for k in "tvh")
@@ -151,10 +152,37 @@ def _pencil_calls(m, z, Hop):
     return phi, Fn
 
 
+def model_readout(m, gamma) -> dict:
+    r"""E_A(γ) and the readout moments (β̄, 𝓑) of a free-noise :class:`~.pencil.GeneralWModel` ``m`` (one W, or the
+    summed heads of docs/theory.md §13.2): :func:`~.physical.model_error` with :func:`readout_moments` at each
+    accepted fixed point (docs/theory.md §14.9).
+
+    Returns
+    -------
+    dict
+        'E', 'F' (arrays), 'moments' (a list of :class:`ReadoutMoments`), 'model'.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> out = model_readout(general_w_model(activation("tanh"), 0.5, np.eye(16)), [0.1, 1.0])
+    >>> [bool(abs(r.quad(lambda W: np.eye(16)) - (F - E / g)) < 1e-12)     # tr 𝓑 = ‖β‖² = F − E/γ
+    ...  for r, F, E, g in zip(out["moments"], out["F"], out["E"], [0.1, 1.0])]
+    [True, True]
+    """
+    def extra(z, g, J, Hop):
+        phi, Fn = _pencil_calls(m, z, Hop)
+        return readout_moments(m, float(z), np.asarray(g, dtype=float).ravel(), J, phi, Fn)
+
+    out = model_error(m, gamma, extra=extra)
+    return {"E": np.asarray(out["E"], dtype=float), "F": np.asarray(out["F"], dtype=float),
+            "moments": out["extra"], "model": m}
+
+
 def general_w_readout(f, c, gamma, W, mu=None, diagonal: str = "f", limit: bool = False) -> dict:
-    r"""E_A(γ) and the readout moments (β̄, 𝓑) of the free-noise general-W theory (docs/theory.md §12.1–12.3,
-    §14.9) at the points γ: :func:`~.physical.model_error` (the Gaussian-equivalent value, ``signal='linear'``)
-    with :func:`readout_moments` at each accepted fixed point.
+    r"""E_A(γ) and the readout moments (β̄, 𝓑) of the free-noise general-W theory of one W (docs/theory.md
+    §12.1–12.3, §14.9; the Gaussian-equivalent value, ``signal='linear'``): :func:`model_readout` of
+    :func:`~.pencil.general_w_model`.
 
     Parameters
     ----------
@@ -170,62 +198,75 @@ def general_w_readout(f, c, gamma, W, mu=None, diagonal: str = "f", limit: bool 
     Returns
     -------
     dict
-        'E', 'F' (arrays), 'moments' (a list of :class:`ReadoutMoments`), 'model'.
+        As :func:`model_readout`.
 
     Examples
     --------
     >>> from symattn import activation
-    >>> out = general_w_readout(activation("tanh"), 0.5, [0.1, 1.0], np.eye(16))
-    >>> [bool(abs(r.quad(lambda W: np.eye(16)) - (F - E / g)) < 1e-12)     # tr 𝓑 = ‖β‖² = F − E/γ
-    ...  for r, F, E, g in zip(out["moments"], out["F"], out["E"], [0.1, 1.0])]
-    [True, True]
+    >>> out = general_w_readout(activation("tanh"), 0.5, [1.0], np.eye(16), mu=np.ones(16) / 4)
+    >>> bool(out["moments"][0].beta @ np.ones(16) > 0)       # the readout leans towards the signal
+    True
     """
-    m = general_w_model(f, c, W, mu, signal="linear", diagonal=diagonal, limit=limit)
-
-    def extra(z, g, J, Hop):
-        phi, Fn = _pencil_calls(m, z, Hop)
-        return readout_moments(m, float(z), np.asarray(g, dtype=float).ravel(), J, phi, Fn)
-
-    out = model_error(m, gamma, extra=extra)
-    return {"E": np.asarray(out["E"], dtype=float), "F": np.asarray(out["F"], dtype=float),
-            "moments": out["extra"], "model": m}
+    return model_readout(general_w_model(f, c, W, mu, signal="linear", diagonal=diagonal, limit=limit), gamma)
 
 
-def hermite_block_readout(f, c, gamma, W, mu=None, **kw) -> dict:
-    r"""E_A(γ) and the readout moments (β̄, 𝓑) of the Hermite-block theory (docs/theory.md §12.8, §14.9) at the
-    points γ, ``signal='linear'`` (the Woodbury value, without the strong-direction correction); keywords as
-    :func:`~.hermite.block_model`.
+def block_readout(m, gamma, blocks, nodes) -> dict:
+    r"""E_A(γ) and the readout moments (β̄, 𝓑) of a Hermite-block model (the remainder's
+    :class:`~.pencil.GeneralWModel` ``m``, the blocks [(squared weights, ρu², ρv²), …] and the token nodes
+    {'kappa', 'w'}: :func:`~.hermite.block_model`, or the summed heads of docs/theory.md §13.2), by the solver of
+    :func:`~.hermite.hermite_block_error` with :func:`readout_moments` at each accepted point (``signal='linear'``).
 
     Returns
     -------
     dict
-        'E', 'F' (arrays), 'moments' (a list of :class:`ReadoutMoments`), 'model', 'constants', 'blocks' (the
-        blocks of :func:`~.hermite.block_model`).
+        'E', 'F' (arrays), 'moments' (a list of :class:`ReadoutMoments`), 'model', 'blocks', 'nodes'.
 
     Examples
     --------
     >>> from symattn import activation
     >>> rng = np.random.default_rng(0)
     >>> W = rng.standard_normal((40, 6)) @ rng.standard_normal((6, 40)) / 40
-    >>> out = hermite_block_readout(activation("tanh"), 0.5, [1.0], W, pairs=20000, tokens=200)
+    >>> m, blk, nodes, _ = hermite.block_model(activation("tanh"), 0.5, W, pairs=20000, tokens=200)
+    >>> out = block_readout(m, [1.0], blk, nodes)
     >>> r = out["moments"][0]
     >>> bool(abs(r.quad(lambda W: np.eye(40)) - (out["F"][0] - out["E"][0])) < 1e-8)
     True
     """
-    m, blk, nodes, k = hermite.block_model(f, c, np.asarray(W, dtype=float), mu, **kw)
     traces = hermite.low_rank_traces(m.W)
+    blocks = list(blocks)
 
     def extra(z, st, J, Hop):
         def phi(s, dP):
-            return hermite._dyson_map(m, s, z, blk, nodes, Hop, dP)[0]
+            return hermite._dyson_map(m, s, z, blocks, nodes, Hop, dP)[0]
 
         def Fn(s, dP, dforms, probes):
-            return hermite._signal_F(m, s, z, blk, nodes, Hop, dP=dP, dforms=dforms, probes=probes)
+            return hermite._signal_F(m, s, z, blocks, nodes, Hop, dP=dP, dforms=dforms, probes=probes)
 
-        H = traces if traces is not None else None
-        return readout_moments(m, float(z), st, J, phi, Fn, H=H)
+        return readout_moments(m, float(z), st, J, phi, Fn, H=traces)
 
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
-    vals = hermite._physical_implicit(m, gam, blk, nodes, traces, extra=extra)
+    vals = hermite._physical_implicit(m, gam, blocks, nodes, traces, extra=extra)
     return {"E": np.array([-z * z * v[1] for z, v in zip(gam, vals)]), "F": np.array([v[0] for v in vals]),
-            "moments": [v[2] for v in vals], "model": m, "constants": k, "blocks": blk}
+            "moments": [v[2] for v in vals], "model": m, "blocks": blocks, "nodes": nodes}
+
+
+def hermite_block_readout(f, c, gamma, W, mu=None, **kw) -> dict:
+    r"""E_A(γ) and the readout moments (β̄, 𝓑) of the Hermite-block theory of one W (docs/theory.md §12.8, §14.9),
+    ``signal='linear'``: :func:`block_readout` of :func:`~.hermite.block_model` (keywords as there).
+
+    Returns
+    -------
+    dict
+        As :func:`block_readout`, and 'constants'.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> rng = np.random.default_rng(0)
+    >>> W = rng.standard_normal((40, 6)) @ rng.standard_normal((6, 40)) / 40
+    >>> out = hermite_block_readout(activation("tanh"), 0.5, [0.1, 1.0], W, pairs=20000, tokens=200)
+    >>> bool(np.all(np.diff(out["E"]) > 0))
+    True
+    """
+    m, blk, nodes, k = hermite.block_model(f, c, np.asarray(W, dtype=float), mu, **kw)
+    return dict(block_readout(m, gamma, blk, nodes), constants=k)
