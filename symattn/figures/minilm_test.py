@@ -10,7 +10,8 @@ c = p/n (n = round(p/c), p = 384) at the γ of the settings:
   its own fresh sequence.
 
 The rows carry ``mc_model =`` :data:`~symattn.figures.minilm_w.GENERAL_W` (the real W in both), so the synthetic
-figures' agreement does not count them; the figure's note has its own count (:func:`general_w_agreement`).
+figures' agreement does not count them; the figure's note has its own count
+(:func:`~symattn.figures.minilm_w.agreement_note`).
 
 Needs the ``[real]`` extra; without it :func:`plan_minilm_test` raises
 :class:`~symattn.errors.RealWeightsUnavailable` and ``symattn reproduce`` skips the figure.
@@ -22,8 +23,8 @@ import warnings
 
 import numpy as np
 
-from .minilm_w import GENERAL_W, MU_KINDS, _signal, general_w_agreement, head_label
-from .records import TOL_REL, TOL_SE, FigureResult, Records
+from .minilm_w import GENERAL_W, MU_KINDS, _signal, agreement_note, head_label
+from .records import FigureResult, Records
 from .runner import Job, mc_at
 from .style import COLORS, finish_axes, new_figure, save
 
@@ -126,9 +127,4 @@ def make_minilm_test(s, runner, out):
                  rf"docs/theory.md §14.9); markers: exact Monte Carlo, {s.rt_draws} draws, ±1 s.e.; top: $\mu$ along "
                  rf"the top eigenvector of $(W+W^\top)/2$, $\|\mu\|^2={s.real_snr:g}$", fontsize="small")
     files = save(fig, rec, out, "fig_minilm_test")
-    agr = general_w_agreement(rec.rows)
-    w = agr["worst"]
-    note = (f"test-error theory vs real-W MC: {agr['agree']}/{agr['checked']} points within max({TOL_SE:g} se, "
-            f"{100 * TOL_REL:g}%), max |gap| {100 * abs(agr['max_rel_gap']):.1f}%"
-            + (f" ({w['head']} mu={w['mu']} gamma={w['gamma']:g})" if w else ""))
-    return FigureResult("minilm_test", rec, files, note=note)
+    return FigureResult("minilm_test", rec, files, note=agreement_note(rec.rows, "test-error theory"))
