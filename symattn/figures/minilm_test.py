@@ -28,18 +28,18 @@ from .records import FigureResult, Records
 from .runner import Job, mc_at
 from .style import COLORS, finish_axes, new_figure, save
 
-__all__ = ["plan_minilm_test", "make_minilm_test", "test_error_theory"]
+__all__ = ["plan_minilm_test", "make_minilm_test", "theory_test_error"]
 
 _GAMMA_STYLE = ("-", "--", ":", "-.")
 
 
-def test_error_theory(f, c, gamma, W=None, mu=None, model: str = "attention") -> np.ndarray:
+def theory_test_error(f, c, gamma, W=None, mu=None, model: str = "attention") -> np.ndarray:
     r"""E_test of one model (attention with the weights W, or ridge regression on X at ‖μ‖²) over the points c as a
     float array; NaN where a point fails (docs/theory.md §14.9, §14.4).
 
     Examples
     --------
-    >>> E = test_error_theory("tanh", [0.5, 1.0], 1.0, np.eye(16), np.zeros(16))
+    >>> E = theory_test_error("tanh", [0.5, 1.0], 1.0, np.eye(16), np.zeros(16))
     >>> E.shape, bool(np.all(E > 1))          # μ = 0: worse than the zero predictor
     ((2,), True)
     """
@@ -101,8 +101,8 @@ def make_minilm_test(s, runner, out):
         meta = dict(layer=s.rt_layer, head=head_label(head), mu=kind, activation=f.name, snr=float(mu @ mu))
         for j, g in enumerate(s.rt_gammas):
             for model, color, marker in (("attention", COLORS["attention"], "o"), ("linear", COLORS["linear"], "D")):
-                line = test_error_theory(f, cgrid, g, W, mu, model)
-                pts = test_error_theory(f, cs, g, W, mu, model)
+                line = theory_test_error(f, cgrid, g, W, mu, model)
+                pts = theory_test_error(f, cs, g, W, mu, model)
                 label = f"{model}, gamma={g:g}"
                 rec.curve(panel, label, "c", cgrid, line, model=model, error="test", gamma=float(g), **meta)
                 mc = [mc_at(r, model + "_test", g) for r in results]

@@ -44,14 +44,15 @@ STEP = 1e-20
 class ReadoutMoments:
     """The readout's moments at one γ: F, the mean β̄ (p), the second moment 𝓑 ≃ E[ββᵀ] as its bulk part
     ``B_bulk`` (on ``W_bulk``: W itself, or the 2×2 identity that stands for the p → ∞ traces of W = I +
-    low rank, ``limit=True``) plus the signal part ``B_mu`` (p×p, on W). βᵀAβ ≃ tr(A(W_bulk) B_bulk) +
-    tr(A(W) B_mu) (:meth:`quad`)."""
+    low rank, ``limit=True``) plus the signal part ``B_mu`` on ``W`` (zero when the bulk is on W itself:
+    then ``B_bulk`` is all of 𝓑). βᵀAβ ≃ tr(A(W_bulk) B_bulk) + tr(A(W) B_mu) (:meth:`quad`)."""
 
     F: float
     beta: np.ndarray
     B_bulk: np.ndarray
     W_bulk: np.ndarray
     B_mu: np.ndarray
+    W: np.ndarray = None
 
     def quad(self, A):
         """βᵀAβ for A = ``A(W)`` (a callable of the weight matrix, e.g. ``lambda W: W @ W.T``).
@@ -62,10 +63,8 @@ class ReadoutMoments:
         >>> float(r.quad(lambda W: W))
         1.0
         """
-        return float(np.sum(A(self.W_bulk).T * self.B_bulk)) + (
-            float(np.sum(A(self._W).T * self.B_mu)) if np.any(self.B_mu) else 0.0)
-
-    _W: np.ndarray = None
+        bulk = float(np.sum(A(self.W_bulk).T * self.B_bulk))
+        return bulk + float(np.sum(A(self.W).T * self.B_mu)) if np.any(self.B_mu) else bulk
 
 
 def readout_moments(m, z, state, J, phi, Fn, H=None) -> ReadoutMoments:
@@ -138,7 +137,7 @@ def readout_moments(m, z, state, J, phi, Fn, H=None) -> ReadoutMoments:
     if mt is m:
         B_bulk, B_mu = B_bulk + B_mu, np.zeros((p, p))
     return ReadoutMoments(F=float(np.real(F)), beta=np.real(np.asarray(beta, dtype=complex)), B_bulk=B_bulk,
-                          W_bulk=mt.W, B_mu=B_mu, _W=m.W)
+                          W_bulk=mt.W, B_mu=B_mu, W=m.W)
 
 
 def _pencil_calls(m, z, Hop):
