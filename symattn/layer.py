@@ -709,6 +709,7 @@ class Layer:
 
         if not isinstance(out, TheoryResult):
             out = _as_result(out, c, gamma, model, backend, dps, n)
+            out.error = error
         if failed:
             out.failures = failed
         if error == "train":   # every engine's values pass the same physical checks

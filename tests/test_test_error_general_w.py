@@ -158,6 +158,8 @@ def test_generalization_error_takes_the_layer_keywords():
     W = np.eye(24) + np.outer(np.ones(24), np.ones(24)) / 24
     E = sa.generalization_error("tanh", 0.5, [0.1, 1.0], weights=W, mu=np.ones(24) / np.sqrt(24), model="both")
     assert E["attention"].shape == (2,) and np.all(np.isfinite(E["attention"]))
+    r = sa.Layer("tanh", weights=W).theory(0.5, [0.1], error="test")
+    assert r.error == "test" and r.parameters["engine"] in ("general-w", "hermite-blocks")
     heads = [np.eye(8), np.eye(8) + np.outer(np.ones(8), np.ones(8)) / 8]
     for kw in ({"heads": heads, "readout": "concat"}, {"residual": True}, {"kernel": "softmax", "n": 16,
                                                                            "diagonal": "zero", "f": None}):
