@@ -2,6 +2,7 @@
 
     python benchmarks/test_error_minilm.py mc      # the Monte Carlo, once: docs/test_error_minilm_mc.csv
     python benchmarks/test_error_minilm.py theory  # the theory beside the saved Monte Carlo: docs/test_error_minilm.csv
+    python benchmarks/test_error_minilm.py heldout mc|theory   # the held-out cases: docs/test_error_heldout*.csv
 
 Grid: minilm:0:0, minilm:3:5 (single heads), minilm:2, minilm:5 (all heads); tanh, gelu, relu; c = 0.5, 1, 2
 (n = 384/c); mu = 0 and the top eigenvector of (W + Wᵀ)/2 with snr 1; gamma = 0.01, 0.1, 1, 10; 8 draws, seed 36.
@@ -24,6 +25,13 @@ GAMMAS = (0.01, 0.1, 1.0, 10.0)
 DRAWS, SEED = 8, 36
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 MC_CSV, OUT_CSV = DOCS / "test_error_minilm_mc.csv", DOCS / "test_error_minilm.csv"
+#: held-out cases, chosen before they were run (other layers, heads, activations, c and snr; seed 37):
+#: (weights, f, c, mu, snr); the structure is the default of each W
+HELDOUT = [("minilm:1:5", "erf", 0.75, "top", 1.0), ("minilm:4", "gelu", 1.5, "top", 2.0),
+           ("minilm:3:7", "tanh", 2.0, "zero", None), ("minilm:1", "relu", 1.0, "top", 1.0),
+           ("minilm:0", "erf", 0.5, "zero", None), ("minilm:4:2", "gelu", 1.0, "zero", None),
+           ("minilm:5:11", "relu", 0.5, "top", 2.0), ("minilm:3", "tanh", 0.75, "random:3", 1.0)]
+HELDOUT_SEED = 37
 
 
 def settings():
@@ -31,43 +39,45 @@ def settings():
         for f in ACTS:
             for c in CS:
                 for mu in MUS:
-                    yield w, f, c, mu
+                    yield w, f, c, mu, None if mu == "zero" else 1.0
 
 
-def run_mc():
+def run_mc(cases=None, path=MC_CSV, seed=SEED):
+    cases = list(settings()) if cases is None else cases
+    MC_CSV_ = path
     done = set()
-    if MC_CSV.exists():
-        with open(MC_CSV) as fh:
+    if MC_CSV_.exists():
+        with open(MC_CSV_) as fh:
             done = {(r["weights"], r["f"], float(r["c"]), r["mu"]) for r in csv.DictReader(fh)}
-    new = not MC_CSV.exists()
-    with open(MC_CSV, "a", newline="") as fh:
+    new = not MC_CSV_.exists()
+    with open(MC_CSV_, "a", newline="") as fh:
         w_ = csv.writer(fh)
         if new:
             w_.writerow(["weights", "f", "c", "mu", "n", "gamma", "test_mc", "test_se", "train_mc", "train_se",
-                         "lr_test_mc", "lr_test_se", "draws", "seed", "seconds"])
-        for w, f, c, mu in settings():
+                         "lr_test_mc", "lr_test_se", "draws", "seed", "seconds", "snr"])
+        for w, f, c, mu, snr in cases:
             if (w, f, c, mu) in done:
                 continue
             layer = sa.Layer(f, weights=w)
-            m = layer.signal(mu, snr=None if mu == "zero" else 1.0)
+            m = layer.signal(mu, snr=snr)
             n = int(round(layer.p / c))
             t = time.time()
-            r = sa.simulate(f, n=n, c=c, gamma=list(GAMMAS), weights=w, mu=m, draws=DRAWS, seed=SEED,
+            r = sa.simulate(f, n=n, c=c, gamma=list(GAMMAS), weights=w, mu=m, draws=DRAWS, seed=seed,
                             error=("train", "test"))
             sec = time.time() - t
             T, E, L = r.attention_test, r.attention, r.linear_test
             se = lambda a: a.std(0, ddof=1) / np.sqrt(a.shape[0])
             for i, g in enumerate(GAMMAS):
                 w_.writerow([w, f, c, mu, n, g, T[:, i].mean(), se(T)[i], E[:, i].mean(), se(E)[i],
-                             L[:, i].mean(), se(L)[i], DRAWS, SEED, round(sec, 2)])
+                             L[:, i].mean(), se(L)[i], DRAWS, seed, round(sec, 2), "" if snr is None else snr])
             fh.flush()
             print(w, f, c, mu, f"{sec:.1f}s", flush=True)
 
 
-def run_theory():
+def run_theory(path=MC_CSV, out_path=OUT_CSV):
     from symattn.generalization import general_w_test_error
 
-    with open(MC_CSV) as fh:
+    with open(path) as fh:
         rows = list(csv.DictReader(fh))
     groups = {}
     for r in rows:
@@ -75,7 +85,8 @@ def run_theory():
     out = []
     for (w, f, c, mu), rs in groups.items():
         layer = sa.Layer(f, weights=w)
-        m = layer.signal(mu, snr=None if mu == "zero" else 1.0)
+        snr = rs[0].get("snr", "")
+        m = layer.signal(mu, snr=None if mu == "zero" else float(snr) if snr not in ("", None) else 1.0)
         gam = [float(r["gamma"]) for r in rs]
         t = time.time()
         th = general_w_test_error(layer.activation, c, gam, layer.weights, m)
@@ -90,7 +101,7 @@ def run_theory():
                         "seconds_per_gamma": round(sec, 3)})
         print(w, f, c, mu, " ".join(f"{o['gap']:+.3f}{'' if o['within'] else 'x'}" for o in out[-len(rs):]),
               f"{sec:.2f}s/g", flush=True)
-    with open(OUT_CSV, "w", newline="") as fh:
+    with open(out_path, "w", newline="") as fh:
         wr = csv.DictWriter(fh, fieldnames=list(out[0]))
         wr.writeheader()
         wr.writerows(out)
@@ -99,4 +110,8 @@ def run_theory():
 
 
 if __name__ == "__main__":
-    {"mc": run_mc, "theory": run_theory}[sys.argv[1]]()
+    if sys.argv[1] == "heldout":
+        mc, out = DOCS / "test_error_heldout_mc.csv", DOCS / "test_error_heldout.csv"
+        run_mc(HELDOUT, mc, HELDOUT_SEED) if sys.argv[2] == "mc" else run_theory(mc, out)
+    else:
+        {"mc": run_mc, "theory": run_theory}[sys.argv[1]]()
