@@ -637,9 +637,9 @@ class Layer:
             Paper engine: how the bulk system is solved (:func:`symattn.theory.solve`).
         error : {'train', 'test'}
             The training (memorisation) error, or the test (generalisation) error
-            E_test = E(1/n)‖y′ − Φ′ᵀβ‖² of the readout on a fresh sequence
-            (:func:`symattn.generalization.solve_test`, docs/theory.md §14; paper engine, γ > 0,
-            no correction).
+            E_test = E(1/n)‖y′ − Φ′ᵀβ‖² of the readout on a fresh sequence, γ > 0, no correction
+            (docs/theory.md §14: :func:`symattn.generalization.solve_test` for the paper engine;
+            :func:`symattn.generalization.general_test_error` for weights and summed heads, §14.9).
         tokens : TokenLaw, dict or None
             The law of the sequence (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15). Tokens
             correlated in time or Markov labels: ridge regression on X (:func:`symattn.temporal.linear_errors`)
@@ -687,6 +687,10 @@ class Layer:
             raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
                                  "(the ridgeless value gamma = 0 is of the paper's model only)")
         THEORY_ENGINES.require(name, hints=_COVER_HINTS, error=error)
+        if error == "test" and backend != "numpy" and name != "paper":   # the general-W test theory is float64
+            raise ParameterError("error", "test", f"'train' with the {name!r} engine and backend={backend!r}",
+                                 hint="the test error of a layer with weights or heads (docs/theory.md §14.9) is "
+                                      "float64: backend='numpy'")
         if correction is not None:   # the correction's own method of the backends (docs/theory.md §10)
             from .theory import attention_method
 
@@ -708,6 +712,7 @@ class Layer:
 
         if not isinstance(out, TheoryResult):
             out = _as_result(out, c, gamma, model, backend, dps, n)
+            out.error = error
         if failed:
             out.failures = failed
         if error == "train":   # every engine's values pass the same physical checks
@@ -1171,7 +1176,12 @@ def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, co
                  diagonal=layer.diagonal, correction=correction, errors=errors, method=method)
 
 
-def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, structure=None):
+def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, structure=None, error="train"):
+    if error == "test":
+        from .generalization import general_test_error
+
+        return general_test_error(layer.activation, c, gamma, layer.weights, mu, model=model, n=n,
+                                  diagonal=layer.diagonal, errors=errors, structure=structure or "auto")
     from .backends.general_w_entry import general_memorization_error
 
     return general_memorization_error(layer.activation, c, gamma, layer.weights, mu, model=model, backend=backend,
@@ -1187,8 +1197,18 @@ def _softmax(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None):
                          kernel=layer.kernel, temperature=layer.temperature)
 
 
-def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geometry=None):
+def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geometry=None, error="train"):
     from .variants import variant_error
+
+    if error == "test":   # the 'sum' engine: summed general heads, or one W's residual (docs/theory.md §14.9)
+        if layer.weights is None and (layer.heads is None or layer.readout != "sum" and len(layer.heads) > 1):
+            raise ParameterError("error", "test", "'train' with the 'sum' engine for concatenated heads (readout='concat')",
+                                 hint="the test-error theory covers heads summed (readout='sum') and one W's residual")
+        from .generalization import general_test_error
+
+        return general_test_error(layer.activation, c, gamma, layer.weights, mu, model=model, n=n,
+                                  diagonal=layer.diagonal, errors=errors,
+                                  heads=None if layer.heads is None else list(layer.heads), residual=layer.residual)
 
     if layer.weights is not None:  # the residual layer of one head W: heads=[W] summed (docs/theory.md §13.1)
         return variant_error(layer.activation, c, gamma, model=model, backend=backend, dps=dps, n=n,
@@ -1212,13 +1232,14 @@ for _engine in (
            covers=_covering(("plain",), error=("train", "test"), tokens=("iid", "correlated")), zero_ridge=True,
            warns_finite_size=True),
     Engine("general-w", "general W, free elliptic noise (docs/theory.md §12.1)", ("mu", "structure"), _general_w,
-           isolates=True, covers=_covering(("weights",), structure=("free",))),
+           isolates=True, covers=_covering(("weights",), structure=("free",), error=("train", "test"))),
     Engine("hermite-blocks", "low-rank W, structured Hermite blocks (docs/theory.md §12.8)", ("mu", "structure"),
-           _general_w, isolates=True, covers=_covering(("weights",), structure=("blocks",))),
+           _general_w, isolates=True,
+           covers=_covering(("weights",), structure=("blocks",), error=("train", "test"))),
     Engine("residual", "the residual layer X(I + K) (docs/theory.md §13.1)", ("geometry",), _variant,
            covers=_covering(("residual",))),
     Engine("sum", "summed heads, identical heads, one head's residual (docs/theory.md §13.1-13.2)", ("mu",),
-           _variant, covers=_covering(("heads:sum", "weights+residual"))),
+           _variant, covers=_covering(("heads:sum", "weights+residual"), error=("train", "test"))),
     Engine("concat", "distinct heads concatenated: the block pencil (docs/theory.md §13.2)", ("mu",), _variant,
            covers=_covering(("heads:concat",))),
     Engine("softmax", "the row softmax kernel (docs/theory.md §13.3)", ("geometry",), _softmax,
@@ -1229,8 +1250,8 @@ for _engine in (
 _COVER_HINTS = {
     "kernel": "the softmax theory (docs/theory.md §13.3) is of W = I + low rank: kernel='softmax' without weights= "
               "or heads=; simulate the others with sa.simulate",
-    "error": "the test-error theory (docs/theory.md §14) is of the paper's model, W = I + low rank, asymptotic; "
-             "simulate the others with error='test'",
+    "error": "the test-error theory (docs/theory.md §14) is of the paper's model (asymptotic), of one weight matrix "
+             "and of summed heads (§14.9); simulate the others with error='test'",
 }
 _OPTION_HINTS = {
     "mu": "the paper's model takes its signal as geometry=; mu= is the vector of a layer with weights= or heads=",
@@ -1369,9 +1390,12 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     f, c, gamma, geometry, model, backend, dps, n, diagonal, errors, tokens
         As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
     correction, residual, heads, readout, kernel, temperature, weights, mu, structure
-        The keywords of :func:`memorization_error`, so that both take the same ones; the test-error theory
-        is of the paper's model only, so any of them set to other than its default raises a ParameterError
-        that names it (measure those layers with ``simulate(..., error="test")``).
+        The keywords of :func:`memorization_error`, so that both take the same ones. The test-error theory
+        covers the paper's model (§14) and a layer with one weight matrix (``weights=``, an array, a .npy path or
+        ``minilm:LAYER[:HEAD]``; ``mu=`` its signal; docs/theory.md §14.9, the free-noise or Hermite-block
+        kernel of §12 by ``structure``); a layer whose engine has no test theory yet (heads, residual,
+        softmax, ``correction``) raises a ParameterError that names ``error`` and the engine (measure those
+        layers with ``simulate(..., error="test")``).
 
     Returns
     -------
@@ -1391,18 +1415,14 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> E = generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear", tokens={"ar1": 0.8})
     >>> bool(E < generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear"))
     True
+    >>> W = np.eye(24) + np.outer(np.ones(24), np.ones(24)) / 24
+    >>> bool(generalization_error("tanh", 0.5, 1.0, weights=W, mu=np.ones(24) / np.sqrt(24)) < 1)
+    True
     """
-    other = {"correction": (correction, None), "residual": (residual, False), "heads": (heads, None),
-             "readout": (readout, "concat"), "kernel": (kernel, "entrywise"), "temperature": (temperature, None),
-             "weights": (weights, None), "mu": (mu, None), "structure": (structure, "auto")}
-    for key, (value, default) in other.items():
-        if value is not None and not (isinstance(value, (str, bool)) and value == default):
-            shown = value if isinstance(value, (str, bool, int, float)) else type(value).__name__
-            raise ParameterError(key, shown, f"{default!r} (the default): the test-error theory is of the paper's model "
-                                 "W = I + Σ w_K w_Qᵀ (docs/theory.md §14)",
-                                 hint="simulate(..., error='test') measures the other layers")
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                              diagonal=diagonal, errors=errors, error="test", tokens=tokens)
+                              diagonal=diagonal, correction=correction, errors=errors, residual=residual, heads=heads,
+                              readout=readout, kernel=kernel, temperature=temperature, weights=weights, mu=mu,
+                              structure=structure, error="test", tokens=tokens)
 
 
 @known_keywords

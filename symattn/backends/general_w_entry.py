@@ -27,7 +27,8 @@ from .general_w import (MAX_BLOCK_RANK, MPMATH_MAX_P, arith, general_w_error, he
                         hermite_block_error)
 from .strong_direction import bulk_signal_error
 
-__all__ = ["BLOCK_MAX_RANK", "BLOCK_MAX_FRACTION", "STRUCTURES", "kernel_structure", "general_memorization_error"]
+__all__ = ["BLOCK_MAX_RANK", "BLOCK_MAX_FRACTION", "STRUCTURES", "kernel_structure", "general_memorization_error",
+           "general_readout"]
 
 #: the kernel models of :func:`general_memorization_error`
 STRUCTURES = ("auto", "blocks", "free")
@@ -109,12 +110,49 @@ def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
         signal = "linear"
     if kind == "free":
         return general_w_error(f, c, gammas, W, mu, signal=signal, diagonal=diagonal, ctx=ar)["E"]
-    # above MAX_BLOCK_RANK (a full-rank W of small effective rank, or an explicit structure='blocks') every
-    # block is enumerated, the cubic one compressed into atoms (docs/theory.md §12.9); the constants are cached
-    # (block_constants.CONSTANTS)
+    return hermite_block_error(f, c, gammas, W, mu, signal=signal, constants=_block_constants(f, W))["E"]
+
+
+def _block_constants(f, W):
+    """The Hermite-block constants of (f, W) (cached by content in ``block_constants``): above MAX_BLOCK_RANK (a
+    full-rank W of small effective rank, or an explicit structure='blocks') every block is enumerated, the cubic
+    one compressed into atoms (docs/theory.md §12.9)."""
     full = _rank(W)[0] > MAX_BLOCK_RANK
-    constants = hermite_block_constants(f, W, max_rank=W.shape[0] if full else MAX_BLOCK_RANK)
-    return hermite_block_error(f, c, gammas, W, mu, signal=signal, constants=constants)["E"]
+    return hermite_block_constants(f, W, max_rank=W.shape[0] if full else MAX_BLOCK_RANK)
+
+
+def general_readout(f, c, gamma, W, mu=None, structure: str = "auto", diagonal: str = "f") -> dict:
+    r"""The training theory of one W at one c with the readout's moments (docs/theory.md §14.9): the
+    Gaussian-equivalent value (``signal='linear'``) of the kernel model that ``structure`` selects
+    (:func:`kernel_structure`), with the mean β̄ and second moment 𝓑 ≃ E[ββᵀ] of the readout at each γ
+    (:mod:`symattn.backends.general_w.response`).
+
+    Returns
+    -------
+    dict
+        'E', 'F', 'moments' (:class:`~symattn.backends.general_w.response.ReadoutMoments` per γ), 'model'
+        (the :class:`~symattn.backends.general_w.GeneralWModel` of the pencil), 'structure', 'blocks' (the
+        structured blocks [(squared weights, ρu², ρv²), …]; none for the free noise) and 'nodes' (the diagonal's
+        latent nodes {'kappa', 'w'}).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symattn import activation
+    >>> out = general_readout(activation("tanh"), 0.5, [1.0], np.eye(20))
+    >>> out["structure"], len(out["moments"]), out["blocks"]
+    ('free', 1, [])
+    """
+    from .general_w.response import general_w_readout, hermite_block_readout
+
+    W = check_weights(W)
+    mu = check_mu(mu, W.shape[0])
+    kind = kernel_structure(W, structure, diagonal=diagonal, signal="linear")
+    if kind == "free":
+        out = general_w_readout(f, c, gamma, W, mu, diagonal=diagonal)
+        m = out["model"]
+        return dict(out, structure=kind, blocks=[], nodes={"kappa": m.kappa, "w": m.kw})
+    return dict(hermite_block_readout(f, c, gamma, W, mu, constants=_block_constants(f, W)), structure=kind)
 
 
 def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "attention", backend: str = "numpy",

@@ -41,7 +41,7 @@ from .runner import Job, mc_at, theory
 from .style import curve_grid, finish_axes, new_figure, save
 
 __all__ = ["GENERAL_W", "MU_KINDS", "plan_minilm_w", "make_minilm_w", "general_w_theory", "general_w_agreement",
-           "head_label"]
+           "agreement_note", "head_label"]
 
 #: ``mc_model`` of this figure's rows: the real W, simulated exactly, against the general-W theory of that W
 GENERAL_W = "real weights, general-W theory"
@@ -276,9 +276,21 @@ def make_minilm_w(s, runner, out):
         r"with the real $W$" + "\n" + rf"$p={p0}$, $n={n0}$, {s.gw_draws} draws, ±1 s.e.; top: $\mu$ along the "
         rf"top eigenvector of $(W+W^\top)/2$, $\|\mu\|^2={s.real_snr:g}$", fontsize="small")
     files = save(fig, rec, out, "fig_minilm_w")
-    agr = general_w_agreement(rec.rows)
+    return FigureResult("minilm_w", rec, files, note=agreement_note(rec.rows, "general-W theory"))
+
+
+def agreement_note(rows, what: str) -> str:
+    """The figure's note: :func:`general_w_agreement` of its rows, with the worst point.
+
+    Examples
+    --------
+    >>> rows = [dict(kind="point", mc_model=GENERAL_W, theory=0.5, mc_mean=0.51, mc_sem=0.004, layer=2,
+    ...              head="all", mu="zero", gamma=0.1)]
+    >>> agreement_note(rows, "theory")
+    'theory vs real-W MC: 1/1 points within max(3 se, 3%), max |gap| 2.0% (layer 2 all mu=zero gamma=0.1)'
+    """
+    agr = general_w_agreement(rows)
     w = agr["worst"]
-    note = (f"general-W theory vs real-W MC: {agr['agree']}/{agr['checked']} points within max({TOL_SE:g} se, "
+    return (f"{what} vs real-W MC: {agr['agree']}/{agr['checked']} points within max({TOL_SE:g} se, "
             f"{100 * TOL_REL:g}%), max |gap| {100 * abs(agr['max_rel_gap']):.1f}%"
             + (f" (layer {w['layer']} {w['head']} mu={w['mu']} gamma={w['gamma']:g})" if w else ""))
-    return FigureResult("minilm_w", rec, files, note=note)

@@ -66,6 +66,7 @@ differentiation of the fixed point, with the Jacobian by complex steps
 **Modules**, one per piece of docs/theory.md §12, each importing only those below it (an import-linter
 ``layers`` contract in pyproject.toml):
 
+- :mod:`.response`: the linear response of both pencils to a p-space shift, the readout's moments (§14.9);
 - :mod:`.error` (E_GE + the correction) and :mod:`.hermite` (the block Dyson equation, §12.8): the two solvers;
 - :mod:`.strong`: the strong-direction correction (§12.3);
 - :mod:`.physical`: the physical checks, the γ-ladder and :func:`~.physical.model_error` (§12.9);
