@@ -184,12 +184,12 @@ def test_closed_form_jacobian_equals_complex_steps(fname):
         st = gc._solve(m, z, blocks, nodes, tr)[0]
         out, J, Jz, _ = gc._jacobians(m, st, z, blocks, nodes, tr)
         eta = 1e-20
-        ref = np.stack([gc._dyson_map(m, st + 1j * eta * e, z, blocks, nodes, tr)[0].imag / eta
+        ref = np.stack([gc.dyson_map(m, st + 1j * eta * e, z, blocks, nodes, tr)[0].imag / eta
                         for e in np.eye(st.size)], 1)
         np.testing.assert_allclose(J, ref, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref)))
-        ref_z = gc._dyson_map(m, st.astype(complex), complex(z, eta), blocks, nodes, tr)[0].imag / eta
+        ref_z = gc.dyson_map(m, st.astype(complex), complex(z, eta), blocks, nodes, tr)[0].imag / eta
         np.testing.assert_allclose(Jz, ref_z, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref_z)))
-        np.testing.assert_allclose(out, gc._dyson_map(m, st, z, blocks, nodes, tr)[0], rtol=1e-13)
+        np.testing.assert_allclose(out, gc.dyson_map(m, st, z, blocks, nodes, tr)[0], rtol=1e-13)
 
 
 @pytest.mark.parametrize("with_mu", [False, True])

@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from .minilm_w import GENERAL_W, MU_KINDS, _signal, agreement_note, head_label
+from .minilm_w import GENERAL_W, MU_KINDS, signal_vector, agreement_note, head_label
 from .records import FigureResult, Records
 from .runner import Job, mc_at
 from .style import COLORS, finish_axes, new_figure, save
@@ -71,7 +71,7 @@ def plan_minilm_test(s, runner):
         W = layer_weight(weights, s.rt_layer, s.real_scale, head=head)
         p = W.shape[0]
         for kind in MU_KINDS:
-            mu = _signal(W, kind, s.real_snr)
+            mu = signal_vector(W, kind, s.real_snr)
             keys = []
             for c in s.rt_cs:
                 key = ("minilm_test", s.rt_layer, head_label(head), kind, float(c))

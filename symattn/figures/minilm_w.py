@@ -146,7 +146,18 @@ def general_w_agreement(rows, tol_se: float = TOL_SE, tol_rel: float = TOL_REL) 
     return {"checked": checked, "agree": agree, "max_rel_gap": gap_max, "worst": worst}
 
 
-def _signal(W, kind, snr):
+def signal_vector(W, kind, snr):
+    """The signal μ of a figure's setting: ``kind='top'`` puts ‖μ‖² = snr along W's top direction
+    (:func:`symattn.realweights.signal_direction`), ``kind='zero'`` gives μ = 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(np.linalg.norm(signal_vector(np.diag([3.0, 1.0]), "top", 4.0)) ** 2)
+    4.0
+    >>> signal_vector(np.eye(2), "zero", 1.0)
+    array([0., 0.])
+    """
     from ..realweights import signal_direction
 
     return signal_direction(W, snr) if kind == "top" else np.zeros(W.shape[0])
@@ -166,7 +177,7 @@ def plan_minilm_w(s, runner):
             p = W.shape[0]
             n = tokens_for(p, s.real_c)
             for kind in s.gw_mus:
-                mu = _signal(W, kind, s.real_snr)
+                mu = signal_vector(W, kind, s.real_snr)
                 key = ("minilm_w", L, head_label(head), kind)
                 runner.add(key, Job(f=f, n=n, c=s.real_c, gammas=tuple(s.gw_gammas), draws=s.gw_draws, W=W, mu=mu,
                                     models=("attention",)))

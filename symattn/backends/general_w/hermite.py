@@ -122,7 +122,7 @@ def _token_nodes(f, W, k, b1, tokens, seed, mu):
 def _node_inputs(m, state, Hop, blocks, dP=None):
     """The scalars through which the state enters the token nodes: y = (Σ_nn row-major (9), then per block
     t_b = φ_b ĝ_wu, u_b = φ_b ĝ_xx), and the p-trace operator used (module docstring; ``Hop`` as in
-    :func:`_dyson_map`). ``state`` of shape (ns,) or (ns, B); ``dP`` added to the p-traces (:func:`~.pencil.p_traces`)."""
+    :func:`dyson_map`). ``state`` of shape (ns,) or (ns, B); ``dP`` added to the p-traces (:func:`~.pencil.p_traces`)."""
     g = state[:9].reshape((3, 3) + state.shape[1:])
     S = sigma_pp(m, g)
     P, Hop = p_traces(m, S, Hop, dP=dP)
@@ -193,7 +193,7 @@ def _node_means(y, z, blocks, nodes, full: bool = False):
     return np.array(out), np.array([[adj[i][j] * inv for j in range(3)] for i in range(3)])
 
 
-def _dyson_map(m, state, z, blocks, nodes, Hop=None, dP=None):
+def dyson_map(m, state, z, blocks, nodes, Hop=None, dP=None):
     """One evaluation of the fixed-point map: state = (g 3×3, and per block ĝ_xx, ĝ_wu) → (new state, the
     p-trace operator used). ``state`` of shape (ns,) or (ns, B) (B points at once, with the low-rank traces).
     ``Hop``: the low-rank traces, or an H operator linearised at another point (complex steps); None: a new
@@ -202,12 +202,12 @@ def _dyson_map(m, state, z, blocks, nodes, Hop=None, dP=None):
     return _node_means(y, z, blocks, nodes), Hop
 
 
-def _signal_F(m, state, z, blocks, nodes, Hop=None, dP=None, dforms=None, probes=None):
+def signal_F(m, state, z, blocks, nodes, Hop=None, dP=None, dforms=None, probes=None):
     """F = ŷᵀ[L_full^{-1}]_xx ŷ at the fixed point: ⟨G_xx⟩, corrected for μ ≠ 0 by the Woodbury step of
     docs/theory.md §12.3 (:func:`~symattn.backends.general_w.resolvent_F`) with the n-forms of this fixed
     point (the blocks are independent of y and add no rank-one piece). Holomorphic in (state, z).
     ``dP``, ``dforms``, ``probes``: as :func:`~symattn.backends.general_w.resolvent_F`."""
-    Gbar = _dyson_map(m, state, z, blocks, nodes, Hop, dP)[0][:9].reshape(3, 3)
+    Gbar = dyson_map(m, state, z, blocks, nodes, Hop, dP)[0][:9].reshape(3, 3)
     return resolvent_F(m, state[:9].reshape(3, 3), z, Gbar=Gbar, dforms=dforms, probes=probes)
 
 
@@ -280,7 +280,7 @@ def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: boo
         if st.action == "newton":
             new, J, Jz, Hop = _jacobians(m, state, z, blocks, nodes, traces)
             return new, (Hop, J, Jz)
-        new, Hop = _dyson_map(m, state, z, blocks, nodes, traces)
+        new, Hop = dyson_map(m, state, z, blocks, nodes, traces)
         return new, (Hop, None, None)
 
     def newton_step(state, new, aux):
@@ -328,14 +328,14 @@ def _point_implicit(m, z, blocks, nodes, traces, solved=None, extra=None):
     return float(np.real(Fc)), float(np.imag(Fc)) / h
 
 
-def _physical_implicit(m, gam, blocks, nodes, traces, extra=None):
+def physical_implicit(m, gam, blocks, nodes, traces, extra=None):
     """(F, F') at the points γ with the physical checks and γ-continuation of
     :func:`~symattn.backends.general_w.physical_points` (a point that passes them is :func:`_point_implicit`'s;
     with ``extra``, (F, F', extra) as :func:`_point_implicit`)."""
 
     def solve(z, start):
         out = _solve(m, z, blocks, nodes, traces, state0=None if start is None else start[0])
-        F = _signal_F(m, out[0], z, blocks, nodes, traces)
+        F = signal_F(m, out[0], z, blocks, nodes, traces)
         return out, float(np.real(F)), out[2]
 
     def evaluate(z, solved):
@@ -419,7 +419,7 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
     traces = low_rank_traces(W)
     E, F = [], []
-    implicit = _physical_implicit(m, gam, blk, nodes, traces) if derivative == "implicit" else None
+    implicit = physical_implicit(m, gam, blk, nodes, traces) if derivative == "implicit" else None
     for i, g0 in enumerate(gam):
         if derivative == "implicit":
             F0, dF = implicit[i]
@@ -427,7 +427,7 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
             Fs = []
             for z in (g0 * (1 - rel_step), g0, g0 * (1 + rel_step)):
                 st = _solve(m, z, blk, nodes, traces)[0]
-                Fs.append(_signal_F(m, st, z, blk, nodes, traces))
+                Fs.append(signal_F(m, st, z, blk, nodes, traces))
             F0, dF = Fs[1], (Fs[2] - Fs[0]) / (2 * rel_step * g0)
         F.append(F0)
         E.append(-g0 * g0 * dF)
@@ -535,5 +535,5 @@ def block_model_error(m, gamma, blocks, nodes) -> np.ndarray:
     True
     """
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
-    out = _physical_implicit(m, gam, list(blocks), nodes, low_rank_traces(m.W))
+    out = physical_implicit(m, gam, list(blocks), nodes, low_rank_traces(m.W))
     return np.array([-g * g * dF for g, (_, dF) in zip(gam, out)])

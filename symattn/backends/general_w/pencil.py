@@ -469,7 +469,7 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
     return PencilSolution(g=out.x, iterations=out.iterations, residual=out.residual, Hop=out.aux)
 
 
-def _p_response(m, S, H, src):
+def p_response(m, S, H, src):
     """G_pp applied to a p-space source: src = dict block → vector (blocks t, v, h, g, l), each of
     shape (p,) or (p, k) for k sources at once; returns the 5 response vectors (dict)."""
     p = m.p
@@ -555,7 +555,7 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None, dP=None, dforms=None,
     if has_mu:
         # the five sources μ in block b (column j of each source matrix), solved together
         src = {b: np.outer(mu, np.arange(5) == j) for j, b in enumerate("tvhgl")}
-        out = _p_response(m, S, H, src)
+        out = p_response(m, S, H, src)
         for j, b in enumerate("tvhgl"):
             resp[b] = {k: out[k][:, j] for k in out}
 

@@ -28,7 +28,7 @@ import numpy as np
 from . import hermite
 from .hoperator import HOperator
 from .linalg import model_arith
-from .pencil import _p_response, coefficient_matrix, general_w_model, pencil_map, resolvent_F, sigma_pp
+from .pencil import p_response, coefficient_matrix, general_w_model, pencil_map, resolvent_F, sigma_pp
 from .physical import model_error
 
 __all__ = ["ReadoutMoments", "readout_moments", "model_readout", "general_w_readout", "block_readout",
@@ -119,7 +119,7 @@ def readout_moments(m, z, state, J, phi, Fn, H=None) -> ReadoutMoments:
 
     def blocks(mm, Hm):
         eye = np.eye(mm.W.shape[0])
-        out = {k: _p_response(mm, S, Hm, {k: eye}) for k in "tvh"}
+        out = {k: p_response(mm, S, Hm, {k: eye}) for k in "tvh"}
         return {k: out[k]["v"] for k in "tvh"}, {j: out["v"][j] for j in "lgv"}
 
     mt = m if m.W_traces is m.W else replace(m, W=m.W_traces, p=m.W_traces.shape[0], mu=np.zeros(m.W_traces.shape[0]))
@@ -236,15 +236,15 @@ def block_readout(m, gamma, blocks, nodes) -> dict:
 
     def extra(z, st, J, Hop):
         def phi(s, dP):
-            return hermite._dyson_map(m, s, z, blocks, nodes, Hop, dP)[0]
+            return hermite.dyson_map(m, s, z, blocks, nodes, Hop, dP)[0]
 
         def Fn(s, dP, dforms, probes):
-            return hermite._signal_F(m, s, z, blocks, nodes, Hop, dP=dP, dforms=dforms, probes=probes)
+            return hermite.signal_F(m, s, z, blocks, nodes, Hop, dP=dP, dforms=dforms, probes=probes)
 
         return readout_moments(m, float(z), st, J, phi, Fn, H=traces)
 
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
-    vals = hermite._physical_implicit(m, gam, blocks, nodes, traces, extra=extra)
+    vals = hermite.physical_implicit(m, gam, blocks, nodes, traces, extra=extra)
     return {"E": np.array([-z * z * v[1] for z, v in zip(gam, vals)]), "F": np.array([v[0] for v in vals]),
             "moments": [v[2] for v in vals], "model": m, "blocks": blocks, "nodes": nodes}
 
