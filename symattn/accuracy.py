@@ -132,19 +132,21 @@ def _weight_strengths(call) -> tuple:
 
 
 def token_coordinates(tokens) -> tuple:
-    """(r₁, ρ_y) of a token law: the noise's lag-1 correlation and 2q − 1 of Markov labels (0, 0 when iid).
+    """(r₁, ρ_y) of a token law given as data (:meth:`symattn.tokens.TokenLaw.as_dict`: ``ar1``, ``autocorr``,
+    ``markov``): the noise's lag-1 correlation and 2q − 1 of Markov labels; (0, 0) for None (iid).
 
     Examples
     --------
     >>> token_coordinates({"ar1": 0.5, "markov": 0.9})
     (0.5, 0.8)
-    >>> token_coordinates(None)
-    (0.0, 0.0)
+    >>> token_coordinates({"autocorr": [0.3, 0.1]}), token_coordinates(None)
+    ((0.3, 0.0), (0.0, 0.0))
     """
-    from .tokens import as_token_law
-
-    law = as_token_law(tokens)
-    return float(law.lags(2)[1]), 0.0 if law.markov is None else 2 * law.markov - 1
+    tokens = tokens or {}
+    auto = tokens.get("autocorr") or [0.0]
+    r1 = tokens.get("ar1") or auto[0]
+    q = tokens.get("markov")
+    return float(r1), 0.0 if q is None else round(2 * float(q) - 1, 12)
 
 
 def _token_call(call) -> tuple:
@@ -363,8 +365,9 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     rows : sequence of dict, optional
         An atlas table (default: the shipped one, :func:`load_atlas`; for the engines ``temporal*``, the token
         block :data:`TOKENS_ATLAS_PATH`).
-    tokens : TokenLaw, dict or None
-        The token law (docs/theory.md §15): its (r₁, ρ_y) (:func:`token_coordinates`) add
+    tokens : dict or None
+        The token law as data (docs/theory.md §15; :meth:`symattn.tokens.TokenLaw.as_dict`): its (r₁, ρ_y)
+        (:func:`token_coordinates`) add
         (Δr₁/0.15)² + (Δρ_y/0.3)² to the distance (cells without a law sit at (0, 0)).
 
     Returns

@@ -914,7 +914,7 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
 
     # the atlas' token block (symattn/data/atlas_tokens.csv, docs/theory.md §15.5): measured cells, not a rule
     if model != "linear" and not is_internal():
-        res.accuracy = assess("temporal", layer.activation_name, cb, gb, n=n, tokens=law,
+        res.accuracy = assess("temporal", layer.activation_name, cb, gb, n=n, tokens=law.as_dict(),
                               **layer.features(geometry=geo))
         text = res.accuracy.message()
         if text is not None:

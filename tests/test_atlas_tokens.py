@@ -30,7 +30,7 @@ def test_token_table_is_consistent_and_is_what_the_measured_tables_make():
         assert r["within"] == within_tolerance(r["theory"], r["mc"], r["se"])
         assert math.isclose(r["gap"], (r["mc"] - r["theory"]) / r["theory"], rel_tol=1e-6, abs_tol=1e-8)
     # every attention cell carries its law; the laws of the measured tables are all there
-    laws = {(r["r1"], round(r["rho_y"], 12)) for r in rows if r["engine"] == "temporal"}
+    laws = {(r["r1"], r["rho_y"]) for r in rows if r["engine"] == "temporal"}
     assert {(0.2, 0.0), (0.5, 0.0), (0.8, 0.0), (0.9, 0.0), (0.65, 0.0), (0.8, 0.8), (0.5, 0.6)} <= laws
     if not (DOCS / "tokens_lr_mc.csv").is_file():
         pytest.skip("the measured tables under docs/ are not here (an installed package)")
