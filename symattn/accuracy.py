@@ -51,8 +51,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ATLAS_PATH", "TOKENS_ATLAS_PATH", "token_coordinates", "Accuracy", "assess", "load_atlas", "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS",
-           "VALIDATED", "COLUMNS", "FAMILIES", "GAP", "internal", "is_internal"]
+__all__ = ["ATLAS_PATH", "TOKENS_ATLAS_PATH", "token_coordinates", "Accuracy", "assess", "load_atlas",
+           "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS", "VALIDATED", "COLUMNS", "FAMILIES", "GAP", "internal",
+           "is_internal"]
 
 #: the atlas of the default spec, installed with the package
 ATLAS_PATH = Path(__file__).with_name("data") / "atlas.csv"
@@ -367,8 +368,8 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
         block :data:`TOKENS_ATLAS_PATH`).
     tokens : dict or None
         The token law as data (docs/theory.md §15; :meth:`symattn.tokens.TokenLaw.as_dict`): its (r₁, ρ_y)
-        (:func:`token_coordinates`) add
-        (Δr₁/0.15)² + (Δρ_y/0.3)² to the distance (cells without a law sit at (0, 0)).
+        (:func:`token_coordinates`) add (Δr₁/0.15)² + (Δρ_y/0.3)² to the distance (cells without a law sit
+        at (0, 0)).
 
     Returns
     -------
@@ -385,8 +386,8 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     'unvalidated'
     """
     activation = FAMILIES.get(activation, (activation, ""))[0]
-    cand, F, logn, within, gaps, rel_se, T = (_shipped_candidates(engine, activation, n is None) if rows is None else
-                                           _candidates(rows, engine, activation, n is None))
+    cand, F, logn, within, gaps, rel_se, T = (_shipped_candidates(engine, activation, n is None) if rows is None
+                                              else _candidates(rows, engine, activation, n is None))
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
     shape = cb.shape
     cb, gb = cb.ravel(), gb.ravel()

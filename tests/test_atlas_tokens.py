@@ -71,7 +71,8 @@ def test_layer_theory_warns_at_a_measured_miss():
 def test_layer_theory_is_silent_at_measured_good_cells():
     """tanh ρ = 0.5, c = 1, μ = 0, γ = 1 at n = 500 and n = 1000, and ReLU ρ = 0.8, c = 2, γ = 0.01: cells within
     tolerance, and so is their neighbourhood: no warning, and the result says 'ok'."""
-    for f, c, g, n, rho in (("tanh", 1.0, 1.0, 500, 0.5), ("tanh", 1.0, 1.0, 1000, 0.5), ("relu", 2.0, 0.01, 1000, 0.8)):
+    cells = (("tanh", 1.0, 1.0, 500, 0.5), ("tanh", 1.0, 1.0, 1000, 0.5), ("relu", 2.0, 0.01, 1000, 0.8))
+    for f, c, g, n, rho in cells:
         r, said = _theory_warnings(f, c, g, n, 0.0, {"ar1": rho})
         assert not said, said
         assert r.accuracy.flag(0) == "ok"

@@ -86,8 +86,8 @@ def token_cells(docs) -> list:
             for r in csv.DictReader(fh):
                 layer = Layer(r["f"])
                 geo = Geometry.aligned(float(r["snr"]))
-                rows.append(_row("tokens", "temporal", layer.activation_name, layer, float(r["c"]), float(r["gamma"]), n,
-                                 float(r["snr"]), float(r["E_theory"]), float(r["E_mc"]), float(r["se"]), draws,
+                rows.append(_row("tokens", "temporal", layer.activation_name, layer, float(r["c"]), float(r["gamma"]),
+                                 n, float(r["snr"]), float(r["E_theory"]), float(r["E_mc"]), float(r["se"]), draws,
                                  _law(r["law"]) if "law" in r else {"ar1": float(r["rho"])}, geo.as_dict(),
                                  layer.features(geometry=geo)))
     for name, n, draws in SOURCES["linear"]:

@@ -9,7 +9,8 @@ them by the trapezoid rule). For AR(1) they are elementary. With h = a s + γ, a
 .. math::  \delta = \Big\langle\frac{1}{a + \gamma/s}\Big\rangle
                   = \frac{1}{\sqrt{(a + \gamma/\kappa)(a + \gamma\kappa)}},\qquad \kappa = s(0) = \frac{1+\rho}{1-\rho},
 
-and, since γ/h = 1 − a s/h, the labels' form (iid labels, s_y ≡ 1) is :math:`\alpha = \langle 1/h\rangle = (1 - a\delta)/\gamma`.
+and, since γ/h = 1 − a s/h, the labels' form (iid labels, s_y ≡ 1) is
+:math:`\alpha = \langle 1/h\rangle = (1 - a\delta)/\gamma`.
 Then, as §15.2, with D = ‖μ‖²α + δ: F = α(1 + δ)/(1 + D), E_train = −γ²F'(γ) (δ' by implicit differentiation of
 the fixed point), βᵀμ = ‖μ‖²α/(1 + D), ‖β‖² = F − E_train/γ and E_test = 1 − 2βᵀμ + ‖β‖² + (βᵀμ)².
 At ρ = 0 (κ = 1) the fixed point is Marchenko–Pastur's, δ = 1/(c/(1 + δ) + γ).
