@@ -338,8 +338,10 @@ def _candidates(rows, engine: str, activation, asymptotic: bool) -> tuple:
 
 @lru_cache(maxsize=64)
 def _shipped_candidates(engine: str, activation, asymptotic: bool) -> tuple:
-    return _candidates(load_atlas(TOKENS_ATLAS_PATH if engine.startswith("temporal") else None), engine, activation,
-                       asymptotic)
+    rows = load_atlas()
+    if engine.startswith("temporal"):   # the token block, and any token cells of the main table
+        rows = load_atlas(TOKENS_ATLAS_PATH) + rows
+    return _candidates(rows, engine, activation, asymptotic)
 
 
 def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, align: float = 0.0,
@@ -364,8 +366,8 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
         The tokens the value is for: cells at another n are farther by Δlog10 n/:data:`N_SCALE`. None (the
         asymptotic question) compares with the cells at the largest n measured for the engine.
     rows : sequence of dict, optional
-        An atlas table (default: the shipped one, :func:`load_atlas`; for the engines ``temporal*``, the token
-        block :data:`TOKENS_ATLAS_PATH`).
+        An atlas table (default: the shipped one, :func:`load_atlas`; for the engines ``temporal*`` with the
+        token block :data:`TOKENS_ATLAS_PATH`).
     tokens : dict or None
         The token law as data (docs/theory.md §15; :meth:`symattn.tokens.TokenLaw.as_dict`): its (r₁, ρ_y)
         (:func:`token_coordinates`) add (Δr₁/0.15)² + (Δρ_y/0.3)² to the distance (cells without a law sit

@@ -96,3 +96,24 @@ def test_token_coordinates_and_the_distance():
     assert far.flag(0) == "unvalidated" and math.isclose(far.distance.item(), 0.45 / 0.15)
     # the main atlas' engines do not see a law: iid queries keep their distances
     assert assess("temporal", "tanh", 1.0, 1.0, n=1000, rows=[dict(cell, r1=0.0)]).distance.item() == 0.0
+
+
+def test_an_atlas_block_under_a_token_law(tmp_path):
+    """A block with ar1 runs as a sweep; its cells are the 'temporal' engine's, their calls carry the law, and
+    symattn verify --atlas replays them under it (the stored theory is recomputed to RTOL)."""
+    pytest.importorskip("zarr")
+    from symattn.atlas import run_atlas
+    from symattn.verification.atlas import RTOL, check_atlas
+
+    spec = {"draws": 2, "seed": 3, "gamma": [1.0], "block": [{"name": "tok", "activation": "tanh", "ar1": [0.0, 0.5],
+                                                              "c": 1.0, "n": 60}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_atlas(spec, tmp_path / "atlas", scheduler="serial", progress=False)
+        ref = sa.Layer("tanh").theory(1.0, 1.0, n=60, tokens={"ar1": 0.5}).attention
+    rows = load_atlas.__wrapped__(res["table"])
+    assert [r["engine"] for r in rows] == ["paper", "temporal"]
+    assert [r["r1"] for r in rows] == [0.0, 0.5]
+    assert math.isclose(rows[1]["theory"], float(ref), rel_tol=1e-9)
+    check = check_atlas(res["table"])
+    assert check["cells"] == 2 and check["max_rel_diff"] <= RTOL, check

@@ -87,9 +87,9 @@ __all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS
 GEOMETRY_KEYS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
 #: the layer's keys besides the activation (:class:`symattn.Layer`), and the signal vector ``mu``
 LAYER_SPEC_KEYS = ("weights", "heads", "readout", "residual", "kernel", "temperature")
-#: keys that may be lists (grid dimensions), in the order of the dimensions
 #: the token law's keys (:class:`symattn.tokens.TokenLaw`)
 TOKEN_KEYS = ("ar1", "autocorr", "markov")
+#: keys that may be lists (grid dimensions), in the order of the dimensions
 SWEPT_KEYS = ("activation", "c") + GEOMETRY_KEYS + ("n", "diagonal") + LAYER_SPEC_KEYS + ("mu", "tile") + TOKEN_KEYS
 #: keys that must be scalars
 SCALAR_KEYS = ("aligned", "draws", "seed", "backend", "correction")
