@@ -77,10 +77,25 @@ def corpus_text() -> str:
 def load_vocabulary() -> dict:
     """MiniLM's WordPiece vocabulary (``vocab.txt`` of the ``[real]`` extra): word piece → id.
 
+    Returns
+    -------
+    dict
+        30,522 entries for all-MiniLM-L6-v2 (``[PAD]`` is 0, ``[UNK]`` 100).
+
     Raises
     ------
     RealWeightsUnavailable
         Without the ``[real]`` extra.
+
+    Examples
+    --------
+    >>> from symattn.errors import RealWeightsUnavailable
+    >>> try:
+    ...     unk = load_vocabulary()["[UNK]"]
+    ... except RealWeightsUnavailable:
+    ...     unk = 100                         # the [real] extra is not installed
+    >>> unk
+    100
     """
     from .realweights import minilm_path
 
@@ -149,7 +164,23 @@ def wordpiece(text: str, vocab: dict, max_chars: int = 100) -> list:
 
 
 def load_word_embeddings() -> np.ndarray:
-    """MiniLM's input word embeddings (vocabulary × 384, float64) from the ``[real]`` extra's safetensors file."""
+    """MiniLM's input word embeddings (vocabulary × 384, float64) from the ``[real]`` extra's safetensors file.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``embeddings.word_embeddings.weight``, shape (30522, 384).
+
+    Examples
+    --------
+    >>> from symattn.errors import RealWeightsUnavailable
+    >>> try:
+    ...     shape = load_word_embeddings().shape
+    ... except RealWeightsUnavailable:
+    ...     shape = (30522, 384)                 # the [real] extra is not installed
+    >>> shape
+    (30522, 384)
+    """
     from .realweights import _import_safetensors, minilm_path
 
     safe_open = _import_safetensors()
@@ -169,6 +200,22 @@ def embedded_windows(n: int, text: str | None = None) -> np.ndarray:
         Tokens per window (2 <= n).
     text : str, optional
         The text (default :func:`corpus_text`).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (windows, p, n): the tokens of each window as columns, as :func:`symattn.simulate` takes X.
+
+    Examples
+    --------
+    >>> from symattn.errors import RealWeightsUnavailable
+    >>> try:
+    ...     Z = embedded_windows(64, text=corpus_text()[:20000])
+    ...     ok = Z.shape[1:] == (384, 64) and abs(float(np.mean(Z * Z)) - 1) < 0.05   # whitened: E z² ≈ 1
+    ... except RealWeightsUnavailable:
+    ...     ok = True                                                                # no [real] extra
+    >>> ok
+    True
     """
     from .validation import check_int
 
@@ -229,6 +276,21 @@ def compare(f="tanh", n: int = 384, gamma=(0.01, 0.1, 1.0, 10.0), lags: int = 8,
         every T_n positive definite), ``theory_iid`` (T = I), and the control ``mc_gaussian``, ``se_gaussian``:
         exact Monte Carlo of Gaussian tokens at that T, as many draws as windows. ``distinct``: the mean fraction
         of distinct word pieces in a window.
+
+    Examples
+    --------
+    Any windows of shape (windows, p, n) do; here Gaussian ones of a known AR(1) law stand in for the real
+    :func:`embedded_windows`, so the windows and the control are draws of one law:
+
+    >>> from symattn.tokens import TokenLaw
+    >>> rng = np.random.default_rng(0)
+    >>> Z = np.stack([TokenLaw(ar1=0.3).noise(60, 120, rng) for _ in range(6)])
+    >>> r = compare("tanh", windows=Z, gamma=(1.0,), lags=3)
+    >>> round(float(r["r"][0]), 1), r["distinct"], r["c"]
+    (0.3, 1.0, 0.5)
+    >>> d = r["linear"]
+    >>> bool(abs(d["mc"][0] - d["theory"][0]) < max(4 * d["se"][0], 0.03 * d["theory"][0]))
+    True
     """
     import warnings
 

@@ -56,7 +56,14 @@ def rho_grid(s) -> np.ndarray:
 
 
 def gammas(s) -> tuple:
-    """The ridges of the rows: :data:`GAMMAS`, the first two in the quick run."""
+    """The ridges of the rows: :data:`GAMMAS`, the first two in the quick run.
+
+    Examples
+    --------
+    >>> from symattn.figures.runner import QUICK, FULL
+    >>> gammas(QUICK), gammas(FULL)
+    ((0.01, 1.0), (0.01, 1.0, 10.0))
+    """
     return GAMMAS[:2] if s.name == "quick" else GAMMAS
 
 
