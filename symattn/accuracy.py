@@ -51,11 +51,17 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ATLAS_PATH", "Accuracy", "assess", "load_atlas", "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS",
-           "VALIDATED", "COLUMNS", "FAMILIES", "GAP", "internal", "is_internal"]
+__all__ = ["ATLAS_PATH", "TOKENS_ATLAS_PATH", "token_coordinates", "Accuracy", "assess", "load_atlas",
+           "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS", "VALIDATED", "COLUMNS", "FAMILIES", "GAP", "internal",
+           "is_internal"]
 
 #: the atlas of the default spec, installed with the package
 ATLAS_PATH = Path(__file__).with_name("data") / "atlas.csv"
+#: the token block of the atlas (docs/theory.md §15; :mod:`symattn.atlas.tokens`): the cells of the engines
+#: ``temporal`` (attention under a token law) and ``temporal/linear``, ``temporal/linear-test`` (ridge on X)
+TOKENS_ATLAS_PATH = Path(__file__).with_name("data") / "atlas_tokens.csv"
+#: under a token law the distance adds (Δr₁/0.15)² + (Δρ_y/0.3)²: r₁ the noise's lag-1 correlation, ρ_y = 2q − 1
+TOKEN_SCALES = {"r1": 0.15, "rho_y": 0.3}
 #: the agreement rule: |MC − theory| <= max(TOL_SE se, TOL_REL |theory|)
 TOL_SE, TOL_REL = 3.0, 0.03
 #: cells within this distance of a query are its neighbourhood
@@ -112,6 +118,7 @@ def load_atlas(path=None) -> tuple:
                 row[k] = int(float(r[k])) if r.get(k) not in (None, "") else 0
             row["within"] = str(r.get("within")).lower() == "true"
             row["wk2"], row["wq2"] = _weight_strengths(r.get("call"))
+            row["r1"], row["rho_y"] = _token_call(r.get("call"))
             out.append(row)
     return tuple(out)
 
@@ -123,6 +130,33 @@ def _weight_strengths(call) -> tuple:
     except (TypeError, ValueError):
         geo = {}
     return float(geo.get("wk2") or 0.0), float(geo.get("wq2") or 0.0)
+
+
+def token_coordinates(tokens) -> tuple:
+    """(r₁, ρ_y) of a token law given as data (:meth:`symattn.tokens.TokenLaw.as_dict`: ``ar1``, ``autocorr``,
+    ``markov``): the noise's lag-1 correlation and 2q − 1 of Markov labels; (0, 0) for None (iid).
+
+    Examples
+    --------
+    >>> token_coordinates({"ar1": 0.5, "markov": 0.9})
+    (0.5, 0.8)
+    >>> token_coordinates({"autocorr": [0.3, 0.1]}), token_coordinates(None)
+    ((0.3, 0.0), (0.0, 0.0))
+    """
+    tokens = tokens or {}
+    auto = tokens.get("autocorr") or [0.0]
+    r1 = tokens.get("ar1") or auto[0]
+    q = tokens.get("markov")
+    return float(r1), 0.0 if q is None else round(2 * float(q) - 1, 12)
+
+
+def _token_call(call) -> tuple:
+    """(r₁, ρ_y) of an atlas row, from the ``tokens`` of its ``call`` (0, 0 for iid tokens)."""
+    try:
+        tokens = (json.loads(call) if call else {}).get("tokens")
+    except (TypeError, ValueError):
+        tokens = None
+    return token_coordinates(tokens) if tokens else (0.0, 0.0)
 
 
 _INTERNAL = contextvars.ContextVar("symattn_accuracy_internal", default=False)
@@ -237,8 +271,9 @@ class Accuracy:
 
     def _where(self, i: int) -> str:
         cell = self.cell(i)
+        law = "".join(f", {k}={cell[k]:g}" for k in ("r1", "rho_y") if cell.get(k))   # a token block's cell
         return (f"{cell.get('activation')}, {cell.get('layer')}, c={cell.get('c'):g}, gamma={cell.get('gamma'):g}, "
-                f"n={cell.get('n')}")
+                f"n={cell.get('n')}{law}")
 
     def message(self) -> str | None:
         """The text of the AccuracyWarning (None when every point is validated and not flagged): per point, the
@@ -271,7 +306,7 @@ class Accuracy:
 
 
 #: what a cell says of itself in :attr:`Accuracy.cells`
-_CELL_KEYS = ("block", "layer", "activation", "c", "gamma", "n", "engine", "mu", "snr")
+_CELL_KEYS = ("block", "layer", "activation", "c", "gamma", "n", "engine", "mu", "snr", "r1", "rho_y")
 #: points compared with the cells at once (a chunk × cells distance matrix)
 CHUNK = 256
 
@@ -292,21 +327,25 @@ def _candidates(rows, engine: str, activation, asymptotic: bool) -> tuple:
         top = max(r["n"] for r in cand)
         cand = [r for r in cand if r["n"] == top]
     col = {k: np.array([r.get(k, 0.0) for r in cand], dtype=float)
-           for k in ("c", "gamma", "snr", "align", "log_reff", "wk2", "wq2", "gap", "se", "theory")}
+           for k in ("c", "gamma", "snr", "align", "log_reff", "wk2", "wq2", "gap", "se", "theory", "r1", "rho_y")}
     F = _features(col["c"], col["gamma"], col["snr"], col["align"], col["log_reff"], col["wk2"],
                   col["wq2"]).reshape(len(cand), 7)
     rel_se = np.divide(col["se"], np.abs(col["theory"]), out=np.full(len(cand), np.nan), where=col["theory"] != 0)
+    T = np.stack([col["r1"] / TOKEN_SCALES["r1"], col["rho_y"] / TOKEN_SCALES["rho_y"]], axis=-1).reshape(len(cand), 2)
     return (tuple(cand), F, np.log10(np.maximum([r["n"] for r in cand], 1)) if cand else np.zeros(0),
-            np.array([r["within"] for r in cand], dtype=bool), col["gap"], rel_se)
+            np.array([r["within"] for r in cand], dtype=bool), col["gap"], rel_se, T)
 
 
 @lru_cache(maxsize=64)
 def _shipped_candidates(engine: str, activation, asymptotic: bool) -> tuple:
-    return _candidates(load_atlas(), engine, activation, asymptotic)
+    rows = load_atlas()
+    if engine.startswith("temporal"):   # the token block, and any token cells of the main table
+        rows = load_atlas(TOKENS_ATLAS_PATH) + rows
+    return _candidates(rows, engine, activation, asymptotic)
 
 
 def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, align: float = 0.0,
-           log_reff: float = 0.0, n=None, rows=None, wk2: float = 0.0, wq2: float = 0.0) -> Accuracy:
+           log_reff: float = 0.0, n=None, rows=None, wk2: float = 0.0, wq2: float = 0.0, tokens=None) -> Accuracy:
     r"""The measured accuracy at the points (c, γ) of a layer whose theory engine is ``engine``.
 
     Parameters
@@ -327,7 +366,12 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
         The tokens the value is for: cells at another n are farther by Δlog10 n/:data:`N_SCALE`. None (the
         asymptotic question) compares with the cells at the largest n measured for the engine.
     rows : sequence of dict, optional
-        An atlas table (default: the shipped one, :func:`load_atlas`).
+        An atlas table (default: the shipped one, :func:`load_atlas`; for the engines ``temporal*`` with the
+        token block :data:`TOKENS_ATLAS_PATH`).
+    tokens : dict or None
+        The token law as data (docs/theory.md §15; :meth:`symattn.tokens.TokenLaw.as_dict`): its (r₁, ρ_y)
+        (:func:`token_coordinates`) add (Δr₁/0.15)² + (Δρ_y/0.3)² to the distance (cells without a law sit
+        at (0, 0)).
 
     Returns
     -------
@@ -344,8 +388,8 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     'unvalidated'
     """
     activation = FAMILIES.get(activation, (activation, ""))[0]
-    cand, F, logn, within, gaps, rel_se = (_shipped_candidates(engine, activation, n is None) if rows is None else
-                                           _candidates(rows, engine, activation, n is None))
+    cand, F, logn, within, gaps, rel_se, T = (_shipped_candidates(engine, activation, n is None) if rows is None
+                                              else _candidates(rows, engine, activation, n is None))
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
     shape = cb.shape
     cb, gb = cb.ravel(), gb.ravel()
@@ -356,11 +400,13 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
                    index=np.full(P, -1, dtype=int), table=cand, query=np.stack([cb, gb], axis=1),
                    activation=activation, engine=engine)
     ok = np.nonzero((cb > 0) & (gb > 0))[0]   # γ = 0 (the ridgeless limit) was never measured
+    tq = np.array(token_coordinates(tokens)) / [TOKEN_SCALES["r1"], TOKEN_SCALES["rho_y"]]
     if len(cand) and ok.size:
         for start in range(0, ok.size, CHUNK):
             idx = ok[start:start + CHUNK]
             Q = _features(cb[idx], gb[idx], snr, align, log_reff, wk2, wq2)
             d2 = np.sum((Q[:, None, :] - F[None, :, :]) ** 2, axis=-1)
+            d2 += np.sum((tq[None, None, :] - T[None, :, :]) ** 2, axis=-1)
             if nb is not None:
                 d2 += ((logn[None, :] - np.log10(nb[idx])[:, None]) / N_SCALE) ** 2
             d = np.sqrt(d2)

@@ -932,50 +932,22 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
                                  diagonal=layer.diagonal)
             E[idx], F[idx] = r["train"], r["F"]
         out.update(attention=E, F_attention=F)
-        text = _correlated_accuracy(cb, gb, n, snr, law, layer.activation_name)
+    res = TheoryResult(c=cb.copy(), gamma=gb.copy(), **out,
+                       parameters={"backend": "numpy", "dps": None, "tokens": law.as_dict(), "snr": snr, "n": n,
+                                   "engine": "temporal", "error": error, "layer": layer.to_dict(),
+                                   "layer_digest": layer.digest})
+    from .accuracy import assess, is_internal
+
+    # the atlas' token block (symattn/data/atlas_tokens.csv, docs/theory.md §15.5): measured cells, not a rule
+    if model != "linear" and not is_internal():
+        res.accuracy = assess("temporal", layer.activation_name, cb, gb, n=n, tokens=law.as_dict(),
+                              **layer.features(geometry=geo))
+        text = res.accuracy.message()
         if text is not None:
             from .errors import AccuracyWarning
 
             warnings.warn(AccuracyWarning(text), stacklevel=_caller_level())
-    return TheoryResult(c=cb.copy(), gamma=gb.copy(), **out,
-                        parameters={"backend": "numpy", "dps": None, "tokens": law.as_dict(), "snr": snr, "n": n,
-                                    "engine": "temporal", "error": error, "layer": layer.to_dict(),
-                                    "layer_digest": layer.digest})
-
-
-#: where the attention theory under correlated tokens was measured within max(3 se, 3 %) (docs/theory.md §15.5):
-#: every cell of the grid at n = 1000; at n = 500, 15 of 288 grid cells miss (and 4 ReLU cells of §15.4's table);
-#: with a signal at γ < 0.1 one held-out cell misses at n = 1000 (ReLU, ρ = 0.65, γ = 0.01: +6.3 %, 3.2 se)
-_CORRELATED_VALIDATED = {"activations": ("tanh", "relu", "gelu", "erf"), "gamma": 0.01, "n": (500, 1000),
-                         "r1": 0.8, "c": (0.5, 2.0)}
-
-
-def _correlated_accuracy(c, gamma, n, snr, law, name):
-    """The AccuracyWarning text for attention under correlated tokens outside the validated region, or None."""
-    v = _CORRELATED_VALIDATED
-    r1 = float(abs(law.lags(2)[1]))
-    out = []
-    if name not in v["activations"]:
-        out.append(f"activation {name!r} is not among the measured {', '.join(v['activations'])}")
-    if n < v["n"][0]:
-        out.append(f"n = {n} < {v['n'][0]} (not measured)")
-    elif n < v["n"][1]:
-        out.append(f"n = {n} < {v['n'][1]}: at n = 500, 15 of the 288 grid cells (all at gamma <= 0.1) and 4 ReLU "
-                   "cells at r_1 = 0.5, c = 1 (gamma = 0.1, 1) miss max(3 se, 3 %), by up to +12 %")
-    if np.any(gamma < v["gamma"]):
-        out.append(f"gamma < {v['gamma']:g} (not measured)")
-    elif snr > 0 and np.any(gamma < 0.1):
-        out.append("a signal at gamma < 0.1: the lag-dependent slope of the kernel is not in the theory (a held-out "
-                   "cell at n = 1000 misses by +6.3 %: ReLU, r_1 = 0.65, gamma = 0.01)")
-    if r1 > v["r1"]:
-        out.append(f"r_1 = {r1:g} > {v['r1']:g} (the largest measured correlation; at 0.9 the signal's gain is "
-                   "underestimated by up to 30 % for cos)")
-    if np.any((c < v["c"][0]) | (c > v["c"][1])):
-        out.append(f"c outside the measured [{v['c'][0]:g}, {v['c'][1]:g}]")
-    if not out:
-        return None
-    return ("the attention theory under correlated tokens (docs/theory.md §15.5) is not validated here: "
-            + "; ".join(out))
+    return res
 
 
 def _zero_ridge(gamma) -> bool:

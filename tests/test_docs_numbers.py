@@ -107,7 +107,7 @@ def test_figure_theory_is_the_code(figure):
 
 
 # -- the quoted numbers --------------------------------------------------------------------------
-@pytest.mark.parametrize("figure", SYNTHETIC + ("ridge", "heads", "residual", "softmax", "generalization"))
+@pytest.mark.parametrize("figure", SYNTHETIC + ("ridge", "heads", "residual", "softmax", "generalization", "tokens"))
 def test_agreement_counts(figure, subs):
     pts = [r for r in _points(figure) if r["mc_model"] == "theory model" and r["strong_signal"] != "true"]
     ok = sum(_within(float(r["mc_mean"]), float(r["mc_sem"]), float(r["theory"])) for r in pts)

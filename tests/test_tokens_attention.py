@@ -104,15 +104,14 @@ def test_front_and_cli_under_tokens(capsys):
 
     from symattn.cli import main
 
-    with pytest.warns(AccuracyWarning, match="n = 300 < 500"):
-        r = sa.Layer("tanh").theory(1.0, [0.1, 1.0], n=300, tokens={"ar1": 0.5}, model="both")
-    with pytest.warns(AccuracyWarning, match="n = 500 < 1000"):
-        sa.Layer("tanh").theory(1.0, 1.0, n=500, tokens={"ar1": 0.5})
     with warnings.catch_warnings():
-        warnings.simplefilter("error", AccuracyWarning)          # the measured region: no warning
+        warnings.simplefilter("ignore", AccuracyWarning)   # the atlas' verdicts: tests/test_atlas_tokens.py
+        r = sa.Layer("tanh").theory(1.0, [0.1, 1.0], n=300, tokens={"ar1": 0.5}, model="both")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AccuracyWarning)          # measured cells within tolerance: no warning
         sa.Layer("tanh").theory(1.0, 0.1, n=1000, tokens={"ar1": 0.5})
         sa.Layer("relu").theory(2.0, 0.01, n=1000, geometry=sa.Geometry.aligned(0.0), tokens={"ar1": 0.8})
-    with pytest.warns(AccuracyWarning, match="a signal at gamma < 0.1"):
+    with pytest.warns(AccuracyWarning, match="the atlas measured"):   # the held-out miss of §15.5
         sa.Layer("relu").theory(1.0, 0.01, n=1000, geometry=sa.Geometry.aligned(1.0), tokens={"ar1": 0.65})
     ref = [attention_errors("tanh", 1.0, g, n=300, tokens={"ar1": 0.5})["train"] for g in (0.1, 1.0)]
     np.testing.assert_allclose(r.attention, ref, rtol=1e-14)

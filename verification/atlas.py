@@ -57,6 +57,8 @@ def theory_of_call(call: dict, gammas) -> np.ndarray:
         kw["mu"] = layer.signal(mu, call["snr"] if mu == "top" or mu.startswith("random:") else None)
     if call.get("correction"):
         kw["correction"] = call["correction"]
+    if call.get("tokens"):   # a cell of the atlas' token block (docs/theory.md §15.5)
+        kw["tokens"] = call["tokens"]
     with limit_threads(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return np.asarray(layer.theory(call["c"], list(gammas), model="attention", errors="nan", **kw).E,

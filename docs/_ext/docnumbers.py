@@ -392,10 +392,11 @@ def substitutions() -> dict[str, str]:
     out["minilm_w_linear_agree"] = count(lin_ok, len(minilm_w_rows()))
     out.update(minilm_w_quick())
     # the paper's Figure 1 and the layer variants (docs/gallery.md §0, §5)
-    for fig in ("ridge", "heads", "residual", "softmax", "generalization"):
+    for fig in ("ridge", "heads", "residual", "softmax", "generalization", "tokens"):
         ok, total, gap = agreement(fig)
         out[f"{fig}_agree"] = count(ok, total)
         out[f"{fig}_max_gap"] = pct(gap)
+    out["tokens_mc_only"] = str(sum(r["kind"] == "mc_only" for r in rows("tokens")))   # no theory to compare
     out["paper_wall"] = paper_wall()
     out.update(atlas_substitutions())
     out.update(minilm_test_numbers())

@@ -314,11 +314,13 @@ def cells(store, names=None) -> list:
                 feats = layer.features(mu=spec.signal(pt))
             n = spec.n_of(pt)
             sel = tuple(idx)
-            call = json.dumps({"layer": layer.to_dict(), "c": float(pt["c"]), "n": int(n), "mu": pt["mu"],
-                               "snr": float(pt["snr"]),
-                               "geometry": spec.geometry(pt).as_dict() if layer.p is None else None,
-                               "correction": None if spec.values["correction"] == "none" else spec.values["correction"]},
-                              sort_keys=True)
+            law = spec.tokens(pt)   # a block under a token law: its cells are the 'temporal' engine's (§15.5)
+            call = {"layer": layer.to_dict(), "c": float(pt["c"]), "n": int(n), "mu": pt["mu"], "snr": float(pt["snr"]),
+                    "geometry": spec.geometry(pt).as_dict() if layer.p is None else None,
+                    "correction": None if spec.values["correction"] == "none" else spec.values["correction"]}
+            if law is not None:
+                call["tokens"] = law.as_dict()
+            call = json.dumps(call, sort_keys=True)
             th = np.asarray(ds["theory_attention"].values[sel], dtype=float)
             mc = np.asarray(ds["E_attention_mean"].values[sel], dtype=float)
             se = np.asarray(ds["E_attention_se"].values[sel], dtype=float)
@@ -328,8 +330,8 @@ def cells(store, names=None) -> list:
                     continue
                 rows.append({
                     "block": name, "layer": layer.label,
-                    "engine": str(ds["engine"].values[sel]) + ("" if spec.values["correction"] == "none"
-                                                               else "/" + spec.values["correction"]),
+                    "engine": "temporal" if law is not None else str(ds["engine"].values[sel]) + (
+                        "" if spec.values["correction"] == "none" else "/" + spec.values["correction"]),
                     "activation": layer.activation_name or "none", "c": float(pt["c"]), "gamma": float(g),
                     "n": int(n), "p": int(layer.p or round(float(pt["c"]) * n)), "tile": int(pt.get("tile", 1)),
                     "mu": pt["mu"] if layer.p is not None else ("zero" if feats["snr"] == 0 else "geometry"),

@@ -24,6 +24,7 @@ from .minilm_test import make_minilm_test, plan_minilm_test
 from .minilm_w import make_minilm_w, plan_minilm_w
 from .mu0 import make_mu0, plan_mu0
 from .ridge import make_ridge, plan_ridge
+from .tokens import make_tokens, plan_tokens
 from .records import STRONG_SIGNAL_T, agreement, write_provenance
 from .runner import FULL, QUICK, Runner, Settings
 from .variants import (make_heads, make_minilm_heads, make_residual, make_softmax, plan_heads, plan_minilm_heads,
@@ -48,6 +49,8 @@ FIGURES: dict[str, tuple[Callable, Callable]] = {
     # beyond memorisation: the test error of the readout (docs/theory.md §14)
     "generalization": (plan_generalization, make_generalization),
     "minilm_test": (plan_minilm_test, make_minilm_test),
+    # time-correlated tokens (docs/theory.md §15): the errors against the AR(1) correlation ρ
+    "tokens": (plan_tokens, make_tokens),
 }
 
 

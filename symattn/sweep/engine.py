@@ -84,7 +84,7 @@ def run_task(task: dict, threads=None):
     n = spec.n_of(pt)
     with task_threads(threads, n, backend):
         res = layer.simulate(n, float(pt["c"]), task["gamma"], mu=spec.signal(pt), geometry=spec.geometry(pt),
-                             draws=1, seed=seed, backend=backend, progress=False)
+                             draws=1, seed=seed, backend=backend, progress=False, tokens=spec.tokens(pt))
     return (tuple(task["index"]), {"E_attention": res.attention[0], "E_linear": res.linear[0]},
             time.perf_counter() - t0)
 
@@ -101,12 +101,34 @@ def point_theory(spec: SweepSpec, point: dict, threads=None) -> tuple:
     kw = dict(geometry=spec.geometry(point)) if layer.p is None else dict(mu=spec.signal(point))
     if spec.values["correction"] != "none":
         kw["correction"] = spec.values["correction"]
+    law = spec.tokens(point)
+    if law is not None:
+        return _token_theory(layer, point, spec.gamma, n, law, kw) + ([],)
     with task_threads(threads, n, "numpy"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         r = layer.theory(float(point["c"]), np.asarray(spec.gamma, dtype=float), n=n, model="both", errors="nan",
                          **kw)
     said = [str(w.message) for w in caught if issubclass(w.category, FiniteSizeWarning)]
     return np.asarray(r.attention, dtype=float), np.asarray(r.linear, dtype=float), said
+
+
+def _token_theory(layer, point, gamma, n, law, kw) -> tuple:
+    """(E_attention, E_linear) of a point under a token law (docs/theory.md §15): ridge regression on X always
+    (:func:`symattn.temporal.linear_errors`); attention (§15.5) for the paper's layer, per γ, NaN where its solve
+    fails or where it is not derived (a layer with weights, heads, residual or softmax)."""
+    from ..errors import ConvergenceError
+
+    g = np.asarray(gamma, dtype=float)
+    c = float(point["c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the AccuracyWarning is the atlas' business, not the store's
+        lin = np.asarray(layer.theory(c, g, n=n, model="linear", tokens=law, **kw).linear, dtype=float)
+        att = np.full(g.shape, np.nan)
+        if layer.engine() == "paper":
+            for j, gj in enumerate(g):
+                with contextlib.suppress(ConvergenceError):
+                    att[j] = float(layer.theory(c, gj, n=n, model="attention", tokens=law, **kw).attention)
+    return att, lin
 
 
 def theory_arrays(spec: SweepSpec, known=None, client=None) -> dict:

@@ -39,6 +39,10 @@ Keys (every other key is refused, naming it):
   'softmax'), ``temperature`` (> 0); and ``mu`` ('zero', 'top', 'random:SEED' or FILE.npy: the signal of
   a layer with weights or heads, scaled to ‖μ‖² = ``snr`` for top and random, :meth:`symattn.Layer.signal`);
   ``tile`` (1 <= T <= 64, default 1: the weights or heads W ⊗ I_T, p → pT, for the n-law at fixed c);
+  the token law (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15): ``ar1`` (ρ ∈ [0, 1), default 0: iid
+  tokens), ``autocorr`` ('none' or a FILE.npy of r_1..r_L; not with ``ar1`` > 0 at the same point) and
+  ``markov`` ('none': iid labels, or the persistence q ∈ (0, 1) of Markov labels), so that
+  ``ar1 = [0.0, 0.5, 0.9]`` or ``markov = ["none", 0.9]`` are axes like any other;
 - ``gamma`` (0 < γ <= 1e12, scalar or list): always the last dimension; every γ of a point comes
   from the same eigendecomposition, so γ is *not* a task axis;
 - scalars only: ``aligned`` (bool, default false: w_K = w_Q = μ, geometry from ``snr`` alone),
@@ -55,8 +59,8 @@ a point uses the generator ``default_rng(SeedSequence(entropy).spawn(k + 1)[k])`
 so a task's numbers depend on the spec's seed and the point's parameters only -- never on the
 order of scheduling, on how many workers there are, on the other values of the grid or on the number
 of draws -- and draw k of a point is draw k of ``simulate(..., draws=D, seed=SeedSequence(entropy))``.
-(The layer keys and ``mu`` enter the point's identity only where they differ from their defaults, so
-the stores of specs without them keep their seeds.)
+(The layer keys, ``mu`` and the token keys enter the point's identity only where they differ from their
+defaults, so the stores of specs without them keep their seeds.)
 
 *Extension*: a spec that differs from the one that made a store only by more draws, or by supersets of
 its swept lists (a former scalar becoming a list that holds it counts), reuses every stored task
@@ -78,21 +82,23 @@ from pathlib import Path
 from ..caching import digest
 from ..errors import ParameterError
 
-__all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS", "LAYER_SPEC_KEYS", "value_key"]
+__all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS", "LAYER_SPEC_KEYS", "value_key", "TOKEN_KEYS"]
 
 #: the geometry entries (as in ``symattn solve``)
 GEOMETRY_KEYS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
 #: the layer's keys besides the activation (:class:`symattn.Layer`), and the signal vector ``mu``
 LAYER_SPEC_KEYS = ("weights", "heads", "readout", "residual", "kernel", "temperature")
+#: the token law's keys (:class:`symattn.tokens.TokenLaw`)
+TOKEN_KEYS = ("ar1", "autocorr", "markov")
 #: keys that may be lists (grid dimensions), in the order of the dimensions
-SWEPT_KEYS = ("activation", "c") + GEOMETRY_KEYS + ("n", "diagonal") + LAYER_SPEC_KEYS + ("mu", "tile")
+SWEPT_KEYS = ("activation", "c") + GEOMETRY_KEYS + ("n", "diagonal") + LAYER_SPEC_KEYS + ("mu", "tile") + TOKEN_KEYS
 #: keys that must be scalars
 SCALAR_KEYS = ("aligned", "draws", "seed", "backend", "correction")
 DEFAULTS = {"activation": "tanh", "c": 0.5, "gamma": [0.1, 1.0], "snr": 0.0, "wk2": 0.0, "wq2": 0.0,
             "mu_wk": 0.0, "mu_wq": 0.0, "wk_wq": 0.0, "n": 200, "aligned": False, "draws": 4, "seed": 0,
             "diagonal": "f", "backend": "numpy", "weights": "none", "heads": "none", "readout": "concat",
             "residual": False, "kernel": "entrywise", "temperature": "none", "mu": "zero", "correction": "none",
-            "tile": 1}
+            "tile": 1, "ar1": 0.0, "autocorr": "none", "markov": "none"}
 #: keys of the first spec format: always in the canonical spec; the others only where they differ from DEFAULTS
 FORMAT1_KEYS = ("activation", "c", "snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq", "n", "gamma", "aligned", "draws",
                 "seed", "diagonal", "backend")
@@ -219,11 +225,25 @@ def _check_value(key, v):
         return v if v == "none" else _real(key, v, 0.0, 1e6, lo_open=True)
     if key == "tile":
         return _int(key, v, 1, 64)
+    if key in TOKEN_KEYS:
+        return _check_token(key, v)
     if key == "correction":
         if v not in ("none", "finite-p"):
             raise ParameterError(key, v, "'none' or 'finite-p'")
         return v
     raise AssertionError(key)  # pragma: no cover
+
+
+def _check_token(key, v):
+    """A value of ``ar1``, ``autocorr`` or ``markov``, checked by :class:`symattn.tokens.TokenLaw` itself."""
+    from ..tokens import TokenLaw
+
+    if v == "none" and key != "ar1":
+        return v
+    if key == "autocorr" and not (isinstance(v, str) and v.endswith(".npy")):
+        raise ParameterError(key, v, "'none' or a FILE.npy holding the autocorrelation r_1..r_L")
+    TokenLaw(**{key: v})
+    return float(v) if key != "autocorr" else v
 
 
 #: the keys of a point that make its layer
@@ -350,6 +370,10 @@ class SweepSpec:
                                          hint="its signal is mu = zero|top|random:SEED|FILE.npy, scaled by snr" + where)
                 spec.n_of(point)
                 spec.signal(point)
+            law = spec.tokens(point)   # ar1 and autocorr together are refused here, naming autocorr
+            if law is not None and values["correction"] != "none":
+                raise ParameterError("correction", values["correction"], "'none' with ar1, autocorr or markov",
+                                     hint="the finite-p correction is of iid tokens (docs/theory.md §15)" + where)
             if values["correction"] != "none" and layer.engine() != "paper":
                 raise ParameterError("correction", values["correction"],
                                      "'none' for a layer with weights, heads, residual or softmax",
@@ -410,6 +434,25 @@ class SweepSpec:
             return Geometry.aligned(point["snr"])
         return Geometry(**{k: point[k] for k in GEOMETRY_KEYS})
 
+    def tokens(self, point):
+        """The :class:`~symattn.tokens.TokenLaw` of one point, or None for the paper's iid tokens and labels.
+
+        Examples
+        --------
+        >>> s = SweepSpec.from_dict({"ar1": [0.0, 0.5], "markov": 0.9, "n": 40, "draws": 1})
+        >>> [s.tokens(p) for p in s.points()]
+        [TokenLaw(markov=0.9), TokenLaw(ar1=0.5, markov=0.9)]
+        """
+        from ..tokens import TokenLaw
+
+        if isinstance(point, tuple):
+            point = point[1]
+        keys = {k: point.get(k, DEFAULTS[k]) for k in TOKEN_KEYS}
+        if all(keys[k] == DEFAULTS[k] for k in TOKEN_KEYS):
+            return None
+        return TokenLaw(ar1=keys["ar1"] or None, autocorr=None if keys["autocorr"] == "none" else keys["autocorr"],
+                        markov=None if keys["markov"] == "none" else keys["markov"])
+
     def signal(self, point):
         """μ of one point's layer with weights or heads (:meth:`symattn.Layer.signal`; None for μ = 0)."""
         if isinstance(point, tuple):
@@ -459,8 +502,8 @@ class SweepSpec:
         n = point["n"] if point["n"] == "auto" else int(point["n"])
         out = {"activation": point["activation"], "c": float(point["c"]), "n": n,
                "diagonal": point["diagonal"], "geometry": {k: float(geo[k]) for k in sorted(geo)}}
-        for k in LAYER_SPEC_KEYS + ("mu", "tile"):
-            if point[k] != DEFAULTS[k]:
+        for k in LAYER_SPEC_KEYS + ("mu", "tile") + TOKEN_KEYS:
+            if point.get(k, DEFAULTS[k]) != DEFAULTS[k]:
                 out[k] = point[k]
         if point["mu"] != "zero":
             out["snr"] = float(point["snr"])

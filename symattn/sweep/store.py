@@ -212,6 +212,11 @@ def _dataset(spec, theory: dict):
     for k in ("activation", "diagonal", "readout", "residual", "kernel"):   # fixed keys as given
         if k not in dims:
             coords[k] = np.asarray(spec.values[k])
+    from .spec import DEFAULTS, TOKEN_KEYS
+
+    for k in TOKEN_KEYS:   # a fixed token law, where it is not the paper's (docs/theory.md §15)
+        if k not in dims and spec.values[k] != DEFAULTS[k]:
+            coords[k] = np.asarray(spec.values[k])
     for k in USED:   # the values actually used: a scalar where the same everywhere, else one per point
         if k in dims:
             continue

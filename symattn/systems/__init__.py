@@ -6,10 +6,12 @@ from .base import SymbolicSystem
 from .constants import activation_constants, substitute_constants
 from .bulk import bulk_system, proposition1_integrand
 from .linear import linear_system
+from .temporal import ar1_linear_system
 
 __all__ = [
     "SymbolicSystem",
     "linear_system",
+    "ar1_linear_system",
     "bulk_system",
     "attention_system",
     "proposition1_integrand",
