@@ -181,9 +181,9 @@ def load_word_embeddings() -> np.ndarray:
     >>> shape
     (30522, 384)
     """
-    from .realweights import _import_safetensors, minilm_path
+    from .realweights import import_safetensors, minilm_path
 
-    safe_open = _import_safetensors()
+    safe_open = import_safetensors()
     with safe_open(str(minilm_path()), framework="numpy") as fh:
         return np.asarray(fh.get_tensor("embeddings.word_embeddings.weight"), dtype=np.float64)
 
