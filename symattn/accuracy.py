@@ -256,8 +256,10 @@ class Accuracy:
 
     def _where(self, i: int) -> str:
         cell = self.cell(i)
+        k = np.asarray(self.index).flat[i]
+        asym = " (the asymptotic theory)" if k >= 0 and self.table[k].get("asymptotic") else ""
         return (f"{cell.get('activation')}, {cell.get('layer')}, c={cell.get('c'):g}, gamma={cell.get('gamma'):g}, "
-                f"n={cell.get('n')}")
+                f"n={cell.get('n')}{asym}")
 
     def message(self) -> str | None:
         """The text of the AccuracyWarning (None when every point is validated and not flagged): per point, the

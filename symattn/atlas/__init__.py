@@ -43,7 +43,7 @@ from ..accuracy import COLUMNS, within_tolerance
 from ..errors import ParameterError
 
 __all__ = ["DEFAULT_SPEC", "QUICK_SPEC", "load_atlas_spec", "run_atlas", "refresh_theory", "refresh_table", "cells",
-           "write_table", "grid_cells", "merge_cells",
+           "write_table", "grid_cells", "merge_cells", "paper_test_cells",
            "n_law", "summary_table"]
 
 HERE = Path(__file__).resolve().parent
@@ -410,6 +410,23 @@ def grid_cells(path, block: str, *, geometries=None, asymptotic: bool = False, w
                          "align": feats["align"], "log_reff": feats["log_reff"], "theory": e, "mc": mc, "se": se,
                          "draws": int(r["draws"]), "gap": (mc - e) / e, "z": (mc - e) / se if se > 0 else 0.0,
                          "within": within_tolerance(e, mc, se), "call": call, "error": "test"})
+    return rows
+
+
+def paper_test_cells(docs="docs", workers=None) -> list:
+    """The test-error cells of the paper's model in the shipped atlas: the grids of
+    :data:`symattn.verification.generalization.ATLAS_GRIDS` (CSVs under ``docs``), each twice, with the theory at
+    the Monte Carlo's n (block as named) and the asymptotic theory (block + '-asymptotic') (:func:`grid_cells`).
+
+    ``merge_cells(paper_test_cells(), "symattn/data/atlas.csv")`` writes them into the shipped table.
+    """
+    from ..verification.generalization import ATLAS_GRIDS, grid_geometry
+
+    rows = []
+    for block, name in ATLAS_GRIDS:
+        for asymptotic in (False, True):
+            rows += grid_cells(Path(docs) / name, block + ("-asymptotic" if asymptotic else ""),
+                               geometries=grid_geometry, asymptotic=asymptotic, workers=workers)
     return rows
 
 

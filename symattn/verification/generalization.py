@@ -13,8 +13,8 @@ finishes, so an interrupted run continues with ``resume=True``.
 
 The grids of the a1 = 0 activations (docs/theory.md §14.9) were run with ``--activations he3 abs he2``
 (docs/generalization_a1zero.csv) and, by a second simulator, ``--independent --activations he3 cos abs``
-(docs/generalization_a1zero_independent.csv). ``--atlas-cells TABLE`` puts the test cells of the stored grids
-into an accuracy-atlas table (:func:`atlas_test_cells`).
+(docs/generalization_a1zero_independent.csv). Their test cells are in the accuracy atlas
+(:func:`symattn.atlas.paper_test_cells`).
 
 Usage::
 
@@ -169,7 +169,7 @@ HELDOUT = {
     5: lambda snr: {"snr": snr, "wk2": 1.0, "wq2": 1.0, "wk_wq": 1.0},                # w ⊥ μ
     6: lambda snr: {"snr": snr, "wk2": 1.5, "wq2": 0.8, "mu_wk": 0.7, "mu_wq": -0.3, "wk_wq": 0.2},   # a generic Gram
 }
-#: the grids whose test cells the atlas holds: (block, CSV under docs/)
+#: the grids whose test cells the atlas holds (:func:`symattn.atlas.paper_test_cells`): (block, CSV under docs/)
 ATLAS_GRIDS = (("paper-test", "generalization_mc.csv"), ("paper-test-heldout", "generalization_heldout.csv"),
                ("paper-test-a1zero", "generalization_a1zero.csv"),
                ("paper-test-a1zero-independent", "generalization_a1zero_independent.csv"))
@@ -191,23 +191,9 @@ def grid_geometry(row):
     return _geometry(snr)
 
 
-def atlas_test_cells(docs="docs", workers=None) -> list:
-    """The test-error cells of the accuracy atlas from the grids :data:`ATLAS_GRIDS`: each grid twice, with
-    the theory at the Monte Carlo's n (block as named) and the asymptotic theory (block + '-asymptotic')
-    (:func:`symattn.atlas.grid_cells`)."""
-    from ..atlas import grid_cells
-
-    rows = []
-    for block, name in ATLAS_GRIDS:
-        for asymptotic in (False, True):
-            rows += grid_cells(Path(docs) / name, block + ("-asymptotic" if asymptotic else ""),
-                               geometries=grid_geometry, asymptotic=asymptotic, workers=workers)
-    return rows
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="The test-error theory (docs/theory.md §14) against exact Monte Carlo.")
-    ap.add_argument("--out", default=None, help="CSV file (appended to; --fresh to start over); required unless --atlas-cells")
+    ap.add_argument("--out", required=True, help="CSV file (appended to; --fresh to start over)")
     ap.add_argument("--activations", nargs="+", default=list(ACTIVATIONS))
     ap.add_argument("--c", nargs="+", type=float, default=list(CS))
     ap.add_argument("--snr", nargs="+", type=float, default=list(SNRS))
@@ -216,18 +202,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--independent", action="store_true",
                     help="the Monte Carlo of independent_mc (a simulator apart from symattn.simulate's readout)")
-    ap.add_argument("--atlas-cells", dest="atlas_cells", default=None, metavar="TABLE",
-                    help="instead of running: put the test cells of the stored grids into the atlas table TABLE")
     a = ap.parse_args(argv)
-    if a.atlas_cells is not None:
-        from ..atlas import merge_cells
-
-        res = merge_cells(atlas_test_cells(), a.atlas_cells)
-        for block, b in res["blocks"].items():
-            print(f"{block}: {b['within']}/{b['cells']} within max(3 se, 3 %)")
-        return 0
-    if a.out is None:
-        ap.error("--out is required (the grid's CSV)")
     run_grid(a.out, a.activations, a.c, a.snr, a.n, a.draws, resume=not a.fresh, independent=a.independent)
     return 0
 
