@@ -26,18 +26,18 @@ has a content :attr:`~Layer.digest` and round-trips through :meth:`Layer.to_dict
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from .backends.registry import METHODS, Registry, methods as backend_methods
 from .errors import ParameterError
 from .files import check_inside, read_regular
 from .validation import known_keywords
@@ -58,7 +58,9 @@ MINILM = "minilm:"
 
 # ----------------------------------------------------------------------------- weight references
 def _file_sha256(path: Path, key: str = "weights") -> str:
-    return hashlib.sha256(read_regular(path, key)).hexdigest()
+    from .caching import digest
+
+    return digest(read_regular(path, key))
 
 
 def _read_npy(key: str, ref: str, what: str) -> np.ndarray:
@@ -447,11 +449,13 @@ class Layer:
 
     @property
     def digest(self) -> str:
-        """sha256 of the activation's expression, the weights' bytes and the flags (hex).
+        """:func:`symattn.caching.digest` (sha256, hex) of the JSON of the activation's expression, the weights'
+        :func:`~symattn.provenance.array_digest` and the flags.
 
         Two layers with the same digest compute the same numbers; a plain callable activation is
         identified by the function object (its name and id), so that digest holds within one process only."""
         if self._digest is None:
+            from .caching import digest
             from .provenance import array_digest
 
             blob = {"activation": self.activation_name, "readout": self.readout, "residual": self.residual,
@@ -459,7 +463,7 @@ class Layer:
                     "weights": array_digest(self.weights),
                     "heads": None if self.heads is None else [array_digest(W) for W in self.heads]}
             text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
-            object.__setattr__(self, "_digest", hashlib.sha256(text.encode()).hexdigest())
+            object.__setattr__(self, "_digest", digest(text))
         return self._digest
 
     def __eq__(self, other):
@@ -555,36 +559,52 @@ class Layer:
         return check_mu(spec, p)
 
     # -- theory and simulation
+    @property
+    def form(self) -> str:
+        r"""The layer's form, which with its kernel selects the engine (:meth:`engine`): 'plain', 'residual',
+        'weights', 'weights+residual', 'heads:sum' (heads summed, identical heads concatenated) or 'heads:concat'
+        (distinct heads concatenated).
+
+        Examples
+        --------
+        >>> Layer("tanh").form, Layer("tanh", heads=[np.eye(4), 2 * np.eye(4)]).form
+        ('plain', 'heads:concat')
+        """
+        if self.weights is not None:
+            return "weights+residual" if self.residual else "weights"
+        if self.heads is not None:
+            H = len(self.heads)
+            distinct = not all(np.array_equal(W, self.heads[0]) for W in self.heads[1:])
+            return "heads:concat" if self.readout == "concat" and H > 1 and distinct else "heads:sum"
+        return "residual" if self.residual else "plain"
+
     def engine(self, structure: str = "auto", backend: str = "numpy") -> str:
-        r"""The name of the theory engine of :data:`THEORY_ENGINES` that :meth:`theory` uses for this layer.
+        r"""The name of the theory engine of :data:`THEORY_ENGINES` that :meth:`theory` uses for this layer:
+        the one engine whose declared ``covers`` hold the layer's :attr:`form`, its kernel and, with weights,
+        the kernel's structure (:func:`symattn.backends.general_w_entry.kernel_structure`).
 
         - ``'paper'``: no weights, heads, residual or softmax (Theorem 1, docs/theory.md §5–6);
         - ``'general-w'`` / ``'hermite-blocks'``: ``weights`` (§12.1 free noise; §12.8 blocks for a
-          low-rank W, :func:`symattn.backends.general_w_entry.kernel_structure`);
+          low-rank W);
         - ``'residual'``: the paper's layer with the residual (§13.1);
         - ``'sum'``: heads summed, identical heads concatenated, or the residual of one W (§13.2);
         - ``'concat'``: distinct heads concatenated (the block pencil, §13.2);
         - ``'softmax'``: the row softmax (§13.3).
+
+        A layer that no engine covers (the softmax kernel with weights or heads) raises ParameterError naming
+        the feature and the engines that come closest.
 
         Examples
         --------
         >>> Layer("tanh").engine(), Layer(None, kernel="softmax").engine(), Layer("tanh", weights=np.eye(8)).engine()
         ('paper', 'softmax', 'general-w')
         """
-        if self.kernel == "softmax":
-            return "softmax"
-        if self.weights is not None:
-            if self.residual:
-                return "sum"
+        def kind():
             from .backends.general_w_entry import kernel_structure
 
-            kind = kernel_structure(self.weights, structure, backend=backend, diagonal=self.diagonal)
-            return "hermite-blocks" if kind == "blocks" else "general-w"
-        if self.heads is not None:
-            H = len(self.heads)
-            distinct = not all(np.array_equal(W, self.heads[0]) for W in self.heads[1:])
-            return "concat" if self.readout == "concat" and H > 1 and distinct else "sum"
-        return "residual" if self.residual else "paper"
+            return kernel_structure(self.weights, structure, backend=backend, diagonal=self.diagonal)
+
+        return THEORY_ENGINES.first(hints=_COVER_HINTS, form=self.form, kernel=self.kernel, structure=kind).name
 
     @known_keywords
     def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
@@ -663,14 +683,14 @@ class Layer:
                 raise ParameterError(key, value if key != "mu" else "a vector",
                                      f"None (the default) with the {name!r} engine ({eng.theory})",
                                      hint=_OPTION_HINTS.get(key, ""))
-        if _zero_ridge(gamma) and name != "paper":   # the paper's test error: solve_test says why
+        if _zero_ridge(gamma) and not eng.zero_ridge:   # the paper's test error: solve_test says why
             raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
                                  "(the ridgeless value gamma = 0 is of the paper's model only)")
-        if error == "test" and (name != "paper" or correction is not None):
-            raise ParameterError("error", "test", f"'train' with the {name!r} engine"
-                                 + (" and correction='finite-p'" if correction is not None else ""),
-                                 hint="the test-error theory (docs/theory.md §14) is of the paper's model, W = I + low "
-                                      "rank, asymptotic; simulate the others with error='test'")
+        THEORY_ENGINES.require(name, hints=_COVER_HINTS, error=error)
+        if correction is not None:   # the correction's own method of the backends (docs/theory.md §10)
+            from .theory import attention_method
+
+            METHODS.require(attention_method(method, correction), hints=_COVER_HINTS, error=error)
         kw = {k: v for k, v in given.items() if k in eng.options}
         if error == "test":
             kw["error"] = "test"
@@ -695,7 +715,7 @@ class Layer:
         if self.p is None and n is not None and geometry is not None:
             from .backends.finite_p import warn_if_strong
 
-            if name != "paper":   # the paper's engine (symattn.solve) warns itself
+            if not eng.warns_finite_size:   # the paper's engine (symattn.solve) warns itself
                 warn_if_strong(geometry, n, np.unique(np.asarray(out.c, dtype=float)), stacklevel=_caller_level(),
                                correction=correction)
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
@@ -870,9 +890,10 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
     from .theory import TheoryResult
 
     if model != "linear":
-        if layer.engine("auto", backend) != "paper":
-            raise ParameterError("tokens", law, "None (iid tokens and labels) with weights=, heads=, residual= or "
-                                                "kernel='softmax' and model='attention' or 'both'",
+        eng = THEORY_ENGINES[layer.engine("auto", backend)]
+        if "correlated" not in eng.covers["tokens"]:
+            raise ParameterError("tokens", law, f"None (iid tokens and labels) with the {eng.name!r} engine (weights=, "
+                                                "heads=, residual= or kernel='softmax') and model='attention' or 'both'",
                                  hint="the attention theory under time-correlated tokens is derived for the paper's "
                                       "model W = I + low rank only (docs/theory.md §15.5): take model='linear', or "
                                       "simulate this layer")
@@ -1106,18 +1127,31 @@ def _as_result(values, c, gamma, model, backend, dps, n):
 # ----------------------------------------------------------------------------- the engines
 @dataclass(frozen=True)
 class Engine:
-    """One theory engine of :data:`THEORY_ENGINES`: its name, the theory it evaluates, the options it takes.
+    """One theory engine of :data:`THEORY_ENGINES`: its name, the theory it evaluates, the options it takes and
+    the layers it covers.
 
     ``run(layer, c, gamma, *, model, backend, dps, n, errors, **options)`` returns a
     :class:`~symattn.theory.TheoryResult` or E (an array, or a dict per model). ``isolates``: the engine
     makes a failed point NaN itself under ``errors='nan'``; the others are run point by point when a call
-    fails (:meth:`Layer.theory`)."""
+    fails (:meth:`Layer.theory`). ``covers``: feature → the values it handles: the layer's ``form``
+    (:attr:`Layer.form`), ``kernel``, the weights' ``structure``, the ``error`` (train, test) and the
+    ``tokens`` (iid, correlated); :meth:`Layer.engine` picks the one engine that covers a layer.
+    ``zero_ridge``: it takes γ = 0; ``warns_finite_size``: it issues the FiniteSizeWarning of a strong signal itself.
+    :attr:`methods`: the methods of the backends' registry (:mod:`symattn.backends.registry`) it runs."""
 
     name: str
     theory: str
     options: tuple
     run: Callable
     isolates: bool = False
+    covers: dict = field(default_factory=dict)
+    zero_ridge: bool = False
+    warns_finite_size: bool = False
+
+    @property
+    def methods(self) -> tuple:
+        """The registered methods of the backends that serve this engine (``registry.methods(engine=name)``)."""
+        return backend_methods(engine=self.name)
 
 
 def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, correction=None, method=None,
@@ -1148,10 +1182,6 @@ def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, stru
 def _softmax(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None):
     from .variants import variant_error
 
-    if layer.weights is not None or layer.heads is not None:
-        raise ParameterError("kernel", layer.kernel, "'entrywise' with weights= or heads=",
-                             hint="the softmax theory (docs/theory.md §13.3) is of W = I + low rank: kernel='softmax' "
-                                  "without weights=; simulate the others with sa.simulate")
     return variant_error(layer.activation, c, gamma, geometry=geometry,
                          model=model, backend=backend, dps=dps, n=n, diagonal=layer.diagonal, residual=layer.residual,
                          kernel=layer.kernel, temperature=layer.temperature)
@@ -1169,20 +1199,39 @@ def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geomet
                          heads=None if layer.heads is None else list(layer.heads), readout=layer.readout, mu=mu)
 
 
-#: the theory engines, keyed by :meth:`Layer.engine`
-THEORY_ENGINES = {e.name: e for e in (
+def _covering(form, kernel=("entrywise",), **more):
+    """The ``covers`` of an engine: its layer forms and kernels; train error and iid tokens unless given."""
+    return {"form": form, "kernel": kernel, "error": ("train",), "tokens": ("iid",), **more}
+
+
+#: the theory engines, keyed by :meth:`Layer.engine` (which reads their ``covers``)
+THEORY_ENGINES = Registry("engine")
+for _engine in (
     Engine("paper", "Theorem 1: closed form, quadrature fallback (docs/theory.md §5-7, §10)",
-           ("geometry", "correction", "method"), _paper, isolates=True),
+           ("geometry", "correction", "method"), _paper, isolates=True,
+           covers=_covering(("plain",), error=("train", "test"), tokens=("iid", "correlated")), zero_ridge=True,
+           warns_finite_size=True),
     Engine("general-w", "general W, free elliptic noise (docs/theory.md §12.1)", ("mu", "structure"), _general_w,
-           isolates=True),
+           isolates=True, covers=_covering(("weights",), structure=("free",))),
     Engine("hermite-blocks", "low-rank W, structured Hermite blocks (docs/theory.md §12.8)", ("mu", "structure"),
-           _general_w, isolates=True),
-    Engine("residual", "the residual layer X(I + K) (docs/theory.md §13.1)", ("geometry",), _variant),
+           _general_w, isolates=True, covers=_covering(("weights",), structure=("blocks",))),
+    Engine("residual", "the residual layer X(I + K) (docs/theory.md §13.1)", ("geometry",), _variant,
+           covers=_covering(("residual",))),
     Engine("sum", "summed heads, identical heads, one head's residual (docs/theory.md §13.1-13.2)", ("mu",),
-           _variant),
-    Engine("concat", "distinct heads concatenated: the block pencil (docs/theory.md §13.2)", ("mu",), _variant),
-    Engine("softmax", "the row softmax kernel (docs/theory.md §13.3)", ("geometry",), _softmax),
-)}
+           _variant, covers=_covering(("heads:sum", "weights+residual"))),
+    Engine("concat", "distinct heads concatenated: the block pencil (docs/theory.md §13.2)", ("mu",), _variant,
+           covers=_covering(("heads:concat",))),
+    Engine("softmax", "the row softmax kernel (docs/theory.md §13.3)", ("geometry",), _softmax,
+           covers=_covering(("plain", "residual"), kernel=("softmax",))),
+):
+    THEORY_ENGINES.add(_engine)
+#: the hints of a combination that no engine (or method) covers
+_COVER_HINTS = {
+    "kernel": "the softmax theory (docs/theory.md §13.3) is of W = I + low rank: kernel='softmax' without weights= "
+              "or heads=; simulate the others with sa.simulate",
+    "error": "the test-error theory (docs/theory.md §14) is of the paper's model, W = I + low rank, asymptotic; "
+             "simulate the others with error='test'",
+}
 _OPTION_HINTS = {
     "mu": "the paper's model takes its signal as geometry=; mu= is the vector of a layer with weights= or heads=",
     "geometry": "with weights= or heads= the signal is the vector mu=",

@@ -413,8 +413,9 @@ def test_quadrature_constants_are_deterministic():
     f, W = sa.activation("tanh"), _low_rank(p=40, r=6, seed=2)
     k1 = bc.hermite_block_constants(f, W, max_rank=40)
     assert bc.hermite_block_constants(f, W.copy(), max_rank=40) is k1
-    bc._CONSTANTS.clear()
-    latent._RULES.clear()
+    bc.CONSTANTS.clear()
+    latent.RULES.clear()
+    latent.BASE_RULES.clear()
     k2 = bc.hermite_block_constants(f, W, max_rank=40)
     a = [getattr(k1, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
     b = [getattr(k2, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]

@@ -127,6 +127,6 @@ def _check_real_weights(name: str = "minilm") -> None:
 
     try:
         realweights.minilm_path()
-        realweights._import_safetensors()
+        realweights.import_safetensors()
     except RealWeightsUnavailable as exc:
         raise ParameterError("only", name, "figures whose inputs are installed", hint=str(exc)) from None

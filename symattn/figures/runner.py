@@ -389,13 +389,14 @@ def job_key(job: Job, s: Settings) -> str | None:
     >>> a == job_key(Job(f="tanh", n=40, c=1.0, gammas=(0.1,), draws=3), QUICK)
     False
     """
-    import hashlib
     import json
+
+    from ..caching import digest
 
     d = job_description(job, s)
     if d is None:
         return None
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+    return digest(json.dumps(d, sort_keys=True))
 
 
 def cache_file(cache_dir, key: str) -> Path:

@@ -85,7 +85,7 @@ from .block_constants import (MAX_BLOCK_RANK, BlockAtoms, HermiteBlockConstants,
 from .constants import CONSTANT_NODES, DIAGONAL_NODES, GeneralWConstants, general_w_constants
 from .error import general_w_error
 from .hermite import hermite_block_error
-from .linalg import arith, digest
+from .linalg import arith, array_key
 from .pencil import (MPMATH_MAX_P, SIGNAL_RULES, GeneralWModel, PencilSolution, general_w_model, pencil_map,
                      resolvent_F, solve_pencil)
 from .physical import model_error, physical_points
@@ -115,5 +115,5 @@ __all__ = [
     "hermite_block_constants",
     "hermite_block_error",
     "arith",
-    "digest",
+    "array_key",
 ]

@@ -34,21 +34,22 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...caching import Memo
 from ...errors import ParameterError
 from ..fixedpoint import Anderson, Newton, StallRestart, fixed_point
 from . import block_constants
 from .block_constants import (MAX_BLOCK_RANK, BlockAtoms, block_present, block_total, f_values,
                               hermite_block_constants, index_pairs, index_triples)
 from .hoperator import LowRankTraces, low_rank_traces
-from .linalg import digest
+from .linalg import array_key
 from .pencil import U_, W_, X_, general_w_model, p_traces, resolvent_F, sigma_nn, sigma_pp
 from .physical import physical_points
 from .strong import strong_direction_correction
 
 __all__ = ["hermite_block_error"]
 
-#: token nodes already drawn: (digest of W, μ, U, V, ŝ; seed, tokens, scaled blocks) → (q, scales); a few entries
-_NODE_CACHE: dict = {}
+#: token nodes already drawn: (content of W, μ, U, V, ŝ; seed, tokens, scaled blocks) → (q, scales)
+TOKEN_NODES = Memo("general_w.token_nodes", 8)
 #: the relative residual below which Newton's method replaces the Anderson iteration of the fixed point
 NEWTON_SWITCH = 1e-2
 #: complex step of the Jacobians and of the implicit derivative
@@ -96,9 +97,9 @@ def _token_nodes(f, W, k, b1, tokens, seed, mu):
     (W, μ, U, V, ŝ) and (seed, tokens); κ is evaluated per call."""
     p = W.shape[0]
     scaled = tuple(name for name, mw in (("33", k.m33), ("22", k.m22)) if block_present(mw))
-    content = tuple(None if a is None else digest(a) for a in (W, mu, k.U, k.V, k.shat))
-    key = (content, seed, tokens, scaled)
-    if key not in _NODE_CACHE:
+    content = tuple(None if a is None else array_key(a) for a in (W, mu, k.U, k.V, k.shat))
+
+    def draw():
         rng = np.random.default_rng(seed + 1)
         Z = rng.standard_normal((tokens, p))
         X = Z + rng.choice([-1.0, 1.0], tokens)[:, None] * mu[None, :]
@@ -110,10 +111,9 @@ def _token_nodes(f, W, k, b1, tokens, seed, mu):
             for name in scaled:
                 fn = _scale3 if name == "33" else _scale2
                 sc[name] = (fn(zu, s2), fn(zv, s2))
-        if len(_NODE_CACHE) > 8:
-            _NODE_CACHE.clear()
-        _NODE_CACHE[key] = (q, sc)
-    q, sc = _NODE_CACHE[key]
+        return q, sc
+
+    q, sc = TOKEN_NODES.get((content, seed, tokens, scaled), draw)
     kappa = f_values(f, q) / math.sqrt(p) - b1 * float(np.trace(W)) / p
     one = np.ones(tokens)
     return kappa, {name: sc.get(name, (one, one)) for name in ("33", "22")}, np.full(tokens, 1.0 / tokens)

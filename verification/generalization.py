@@ -39,7 +39,7 @@ FIELDS = ("activation", "c", "snr", "gamma", "n", "draws", "error", "mc", "se", 
 
 
 def _geometry(snr: float):
-    from ..model import Geometry
+    from symattn.model import Geometry
 
     return Geometry() if snr == 0 else Geometry.aligned(snr)
 
@@ -62,7 +62,7 @@ def independent_mc(f: str, c: float, snr: float, n: int, draws: int, gammas=GAMM
     >>> r["test"].shape, bool(np.all(r["test"] > 1))           # μ = 0: no readout beats predicting 0
     ((2, 1), True)
     """
-    from ..montecarlo import kernel_matrix, sample_tokens
+    from symattn.montecarlo import kernel_matrix, sample_tokens
 
     p = int(round(c * n))
     rng = np.random.default_rng(seed)
@@ -100,8 +100,8 @@ def grid_rows(f: str, c: float, snr: float, n: int, draws: int, gammas=GAMMAS, s
     >>> sorted({r["error"] for r in rows}), rows[0]["n"]
     (['test', 'train'], 80)
     """
-    from ..activations.activation import activation
-    from ..layer import Layer
+    from symattn.activations.activation import activation
+    from symattn.layer import Layer
 
     layer = Layer(f, diagonal="zero" if activation(f).superlinear else "f")   # He3 and the like: K_ii = 0
     geo = _geometry(snr) if geometry is None else geometry
@@ -183,7 +183,7 @@ def grid_geometry(row):
     >>> grid_geometry({"snr": "2.0", "case": "4"}).gram[1:, 1:].tolist()   # signal only: no weights
     [[0.0, 0.0], [0.0, 0.0]]
     """
-    from ..model import Geometry
+    from symattn.model import Geometry
 
     snr, case = float(row["snr"]), row.get("case")
     if case not in (None, "") and int(case) in HELDOUT:
