@@ -186,7 +186,21 @@ def finite_n_shift(f, a1, nu, d, c, n: int, diagonal: str = "f") -> float:
     r"""δC_s = C_s(n) − [(a1/c + d)² + ν/c]: the O(1/n) part of the isotropic test moment that the
     linearisation drops (:func:`finite_n_scale` at p = round(c·n), μ = 0, W = I; docs/theory.md §14.9).
 
-    ``d`` is the diagonal the linearised C_s is written with (d_n at ‖μ‖² = 0, or 0 for ``diagonal='zero'``).
+    Parameters
+    ----------
+    f : str or Activation
+    a1, nu, d : float
+        The kernel constants a1, ν and the diagonal the linearised C_s is written with (d_n at ‖μ‖² = 0, or 0
+        for ``diagonal='zero'``).
+    c : float
+        p/n (p = round(c·n)).
+    n : int
+        Tokens.
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    float
 
     Examples
     --------
