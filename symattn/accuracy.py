@@ -21,7 +21,10 @@ rank of W, ‖w_K‖², ‖w_Q‖² the strengths of the paper's low-rank weight
 layer with weights W, whose scale is in W itself) (:meth:`symattn.Layer.features`), n the tokens (a value
 asked without n is compared with the cells at the largest n the engine was measured at). Every coordinate
 the theory depends on is counted: a point at ‖w_K‖² = ‖w_Q‖² = 100 is far from every measured cell
-(issue 38). A cell is *within tolerance* when |theory − MC| <= max(3 se, 3 % of theory). The query is
+(issue 38). A cell measures the training error or, in its ``error`` column, the test error (docs/theory.md
+§14); a query is compared with the cells of its own error only. Cells whose ``call`` has ``"n": null``
+measured the asymptotic theory: where an engine has such cells they answer the question asked without n, and
+the others the question asked at their n. A cell is *within tolerance* when |theory − MC| <= max(3 se, 3 % of theory). The query is
 
 - *unvalidated* ("not measured") when its activation has no cell of its engine, or the nearest such cell
   is farther than :data:`VALIDATED`;
@@ -52,8 +55,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["ATLAS_PATH", "TOKENS_ATLAS_PATH", "token_coordinates", "Accuracy", "assess", "load_atlas",
-           "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS", "VALIDATED", "COLUMNS", "FAMILIES", "GAP", "internal",
-           "is_internal"]
+           "within_tolerance", "TOL_SE", "TOL_REL", "RADIUS", "VALIDATED", "COLUMNS", "ERRORS", "FAMILIES", "GAP",
+           "internal", "is_internal"]
 
 #: the atlas of the default spec, installed with the package
 ATLAS_PATH = Path(__file__).with_name("data") / "atlas.csv"
@@ -81,7 +84,9 @@ FAMILIES: dict = {}
 N_SCALE = 0.3
 #: the columns of the atlas table
 COLUMNS = ("block", "engine", "layer", "activation", "c", "gamma", "n", "p", "tile", "mu", "snr", "align",
-           "log_reff", "theory", "mc", "se", "draws", "gap", "z", "within", "call")
+           "log_reff", "theory", "mc", "se", "draws", "gap", "z", "within", "call", "error")
+#: the errors a cell measures: the training (memorisation) error, or the test error (docs/theory.md §14)
+ERRORS = ("train", "test")
 
 
 def within_tolerance(theory, mc, se) -> bool:
@@ -117,10 +122,21 @@ def load_atlas(path=None) -> tuple:
             for k in ("n", "p", "tile", "draws"):
                 row[k] = int(float(r[k])) if r.get(k) not in (None, "") else 0
             row["within"] = str(r.get("within")).lower() == "true"
+            row["error"] = r.get("error") or "train"   # a table from before the test-error cells
+            row["asymptotic"] = _asymptotic(r.get("call"))
             row["wk2"], row["wq2"] = _weight_strengths(r.get("call"))
             row["r1"], row["rho_y"] = _token_call(r.get("call"))
             out.append(row)
     return tuple(out)
+
+
+def _asymptotic(call) -> bool:
+    """True when the cell's theory is the asymptotic one (its ``call`` has ``"n": null``): it answers the
+    question asked without n, the other cells the question asked at their n."""
+    try:
+        return "n" in (json.loads(call) if call else {}) and json.loads(call)["n"] is None
+    except (TypeError, ValueError):
+        return False
 
 
 def _weight_strengths(call) -> tuple:
@@ -212,6 +228,8 @@ class Accuracy:
         The points (c, γ), shape ``(P, 2)``.
     activation, engine : str or None
         What was asked (the activation after :data:`FAMILIES`).
+    error : {'train', 'test'}
+        The error whose cells were compared (:data:`ERRORS`).
     """
 
     gap: np.ndarray
@@ -224,6 +242,7 @@ class Accuracy:
     query: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     activation: str | None = None
     engine: str | None = None
+    error: str = "train"
 
     def __repr__(self) -> str:
         """A few lines: the counts of each flag and the largest measured gap (never the table)."""
@@ -234,7 +253,7 @@ class Accuracy:
         if np.isfinite(g).any():
             i = int(np.nanargmax(g))
             worst = f"; largest measured gap {GAP} = {100 * self.gap.flat[i]:+.1f} % ({self._where(i)})"
-        return (f"Accuracy({self.activation!r}, engine={self.engine!r}, {len(flags)} point(s): {counts}{worst}; "
+        return (f"Accuracy({self.activation!r}, engine={self.engine!r}, error={self.error!r}, {len(flags)} point(s): {counts}{worst}; "
                 f"{len(self.table)} atlas cell(s) compared)")
 
     @property
@@ -272,8 +291,10 @@ class Accuracy:
     def _where(self, i: int) -> str:
         cell = self.cell(i)
         law = "".join(f", {k}={cell[k]:g}" for k in ("r1", "rho_y") if cell.get(k))   # a token block's cell
+        k = np.asarray(self.index).flat[i]
+        asym = " (the asymptotic theory)" if k >= 0 and self.table[k].get("asymptotic") else ""
         return (f"{cell.get('activation')}, {cell.get('layer')}, c={cell.get('c'):g}, gamma={cell.get('gamma'):g}, "
-                f"n={cell.get('n')}{law}")
+                f"n={cell.get('n')}{law}{asym}")
 
     def message(self) -> str | None:
         """The text of the AccuracyWarning (None when every point is validated and not flagged): per point, the
@@ -291,7 +312,8 @@ class Accuracy:
                 if math.isfinite(d):
                     near = f"the nearest cell, {self._where(i)}, is at distance {d:.3g} > {VALIDATED:g}"
                 elif not self.table:
-                    near = f"the atlas has no cell of {self.activation!r} with the {self.engine!r} engine"
+                    near = (f"the atlas has no {'test-error ' if self.error == 'test' else ''}cell of "
+                            f"{self.activation!r} with the {self.engine!r} engine")
                 else:
                     near = "the ridgeless value gamma = 0 was not measured"
                 parts.append(f"{where}: unvalidated, not measured ({near})")
@@ -301,12 +323,13 @@ class Accuracy:
                          f"{'above' if g > 0 else 'below'} the theory; se {100 * self.se.flat[i]:.1f} %) "
                          f"at {self._where(i)}")
         more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
-        return (f"{len(bad)} of {self.gap.size} theory value(s) are not validated within max(3 se, 3 %) of exact "
+        what = "test-error " if self.error == "test" else ""
+        return (f"{len(bad)} of {self.gap.size} {what}theory value(s) are not validated within max(3 se, 3 %) of exact "
                 "Monte Carlo by the accuracy atlas (docs/accuracy.md): " + "; ".join(parts) + more)
 
 
 #: what a cell says of itself in :attr:`Accuracy.cells`
-_CELL_KEYS = ("block", "layer", "activation", "c", "gamma", "n", "engine", "mu", "snr", "r1", "rho_y")
+_CELL_KEYS = ("block", "layer", "activation", "c", "gamma", "n", "engine", "mu", "snr", "r1", "rho_y", "error")
 #: points compared with the cells at once (a chunk × cells distance matrix)
 CHUNK = 256
 
@@ -319,10 +342,14 @@ def _features(c, gamma, snr, align, log_reff, wk2, wq2) -> np.ndarray:
                                         np.log1p(np.maximum(wq2, 0.0)) / SCALES["log_wq"]), axis=-1)
 
 
-def _candidates(rows, engine: str, activation, asymptotic: bool) -> tuple:
-    """The cells of ``engine`` and ``activation`` (at their largest n when ``asymptotic``) and their arrays:
-    (cells, features, log10 n, within, gap, se/mc)."""
-    cand = [r for r in rows if r["engine"] == engine and r["activation"] == activation and math.isfinite(r["gap"])]
+def _candidates(rows, engine: str, activation, asymptotic: bool, error: str = "train") -> tuple:
+    """The cells of ``engine``, ``activation`` and ``error`` (at their largest n when ``asymptotic``) and their
+    arrays: (cells, features, log10 n, within, gap, se/mc). Cells of the asymptotic theory (call n = null)
+    answer the asymptotic question only, when there are any; the others the question at a given n."""
+    cand = [r for r in rows if r["engine"] == engine and r["activation"] == activation and math.isfinite(r["gap"])
+            and r.get("error", "train") == error]
+    if any(r.get("asymptotic") for r in cand):
+        cand = [r for r in cand if bool(r.get("asymptotic")) == asymptotic]
     if asymptotic and cand:   # the asymptotic question: the most asymptotic cells
         top = max(r["n"] for r in cand)
         cand = [r for r in cand if r["n"] == top]
@@ -337,15 +364,16 @@ def _candidates(rows, engine: str, activation, asymptotic: bool) -> tuple:
 
 
 @lru_cache(maxsize=64)
-def _shipped_candidates(engine: str, activation, asymptotic: bool) -> tuple:
+def _shipped_candidates(engine: str, activation, asymptotic: bool, error: str = "train") -> tuple:
     rows = load_atlas()
     if engine.startswith("temporal"):   # the token block, and any token cells of the main table
         rows = load_atlas(TOKENS_ATLAS_PATH) + rows
-    return _candidates(rows, engine, activation, asymptotic)
+    return _candidates(rows, engine, activation, asymptotic, error)
 
 
 def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, align: float = 0.0,
-           log_reff: float = 0.0, n=None, rows=None, wk2: float = 0.0, wq2: float = 0.0, tokens=None) -> Accuracy:
+           log_reff: float = 0.0, n=None, rows=None, wk2: float = 0.0, wq2: float = 0.0, tokens=None,
+           error: str = "train") -> Accuracy:
     r"""The measured accuracy at the points (c, γ) of a layer whose theory engine is ``engine``.
 
     Parameters
@@ -372,6 +400,9 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
         The token law as data (docs/theory.md §15; :meth:`symattn.tokens.TokenLaw.as_dict`): its (r₁, ρ_y)
         (:func:`token_coordinates`) add (Δr₁/0.15)² + (Δρ_y/0.3)² to the distance (cells without a law sit
         at (0, 0)).
+    error : {'train', 'test'}
+        The error the value is of: only the cells measuring it are compared (a table's rows without an
+        ``error`` are of the training error).
 
     Returns
     -------
@@ -386,10 +417,17 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     ([True, False], [False, False], [0.02, 0.02])
     >>> assess("paper", "gelu", 0.5, 0.1, rows=cells).flag(0)   # no GELU cell: not measured
     'unvalidated'
+    >>> assess("paper", "tanh", 0.5, 0.1, rows=cells, error="test").flag(0)   # a training cell says nothing of it
+    'unvalidated'
     """
     activation = FAMILIES.get(activation, (activation, ""))[0]
-    cand, F, logn, within, gaps, rel_se, T = (_shipped_candidates(engine, activation, n is None) if rows is None
-                                              else _candidates(rows, engine, activation, n is None))
+    if error not in ERRORS:
+        from .errors import ParameterError
+
+        raise ParameterError("error", error, "'train' or 'test'")
+    cand, F, logn, within, gaps, rel_se, T = (_shipped_candidates(engine, activation, n is None, error)
+                                              if rows is None else _candidates(rows, engine, activation, n is None,
+                                                                               error))
     cb, gb = np.broadcast_arrays(np.asarray(c, dtype=float), np.asarray(gamma, dtype=float))
     shape = cb.shape
     cb, gb = cb.ravel(), gb.ravel()
@@ -398,7 +436,7 @@ def assess(engine: str, activation: str | None, c, gamma, snr: float = 0.0, alig
     out = Accuracy(gap=np.full(P, np.nan), se=np.full(P, np.nan), distance=np.full(P, np.inf),
                    validated=np.zeros(P, dtype=bool), flagged=np.zeros(P, dtype=bool),
                    index=np.full(P, -1, dtype=int), table=cand, query=np.stack([cb, gb], axis=1),
-                   activation=activation, engine=engine)
+                   activation=activation, engine=engine, error=error)
     ok = np.nonzero((cb > 0) & (gb > 0))[0]   # γ = 0 (the ridgeless limit) was never measured
     tq = np.array(token_coordinates(tokens)) / [TOKEN_SCALES["r1"], TOKEN_SCALES["rho_y"]]
     if len(cand) and ok.size:

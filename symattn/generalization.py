@@ -13,6 +13,7 @@ enters only through ‖β‖² = F − E_train/γ and its overlaps βᵀv with v
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 
 import numpy as np
 
@@ -92,6 +93,124 @@ def population_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
     Cs = (a1 * a1 / (c * c)) * big[0] + iso * sig[0] + (a1 * d / c) * (SWS[0] + SWTS[0])
     Cm = (a1 * a1 / (c * c)) * big[1] + iso * sig[1] + (a1 * d / c) * (SWS[1] + SWTS[1])
     return m, Cs, Cm
+
+
+# ----------------------------------------------------------------------------- finite n
+#: the Gauss–Legendre panels of the two finite-n expectations (r = ‖x‖/√p and t ~ N(0, 1))
+_R_OFFSETS = (-40, -20, -12, -8, -6, -4, -3, -2, -1, 0, 1, 2, 3, 4, 6, 8, 12, 20, 40)
+_T_EDGES = np.linspace(-14.0, 14.0, 57)
+
+
+def _t_moments(act, r):
+    """(E f(rt)², E t²f(rt)², E t f(rt)) for t ~ N(0, 1), each a (len(r),) array: composite Gauss–Legendre
+    in t on [−14, 14], split at the kinks of f (t = k/r), 16 nodes a panel; f is the centred activation."""
+    kinks = np.array([k for k in act.kinks], dtype=float)
+    cuts = np.clip(kinks[None, :] / r[:, None], -14.0, 14.0)
+    edges = np.sort(np.concatenate([np.broadcast_to(_T_EDGES, (r.size, _T_EDGES.size)), cuts], axis=1), axis=1)
+    xg, wg = np.polynomial.legendre.leggauss(16)
+    a, b = edges[:, :-1, None], edges[:, 1:, None]
+    t = ((a + b) / 2 + (b - a) / 2 * xg).reshape(r.size, -1)
+    w = ((b - a) / 2 * wg).reshape(r.size, -1) * np.exp(-t * t / 2) / np.sqrt(2 * np.pi)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ft = np.asarray(act.numpy(r[:, None] * t), dtype=float)
+    return np.sum(w * ft * ft, axis=1), np.sum(w * t * t * ft * ft, axis=1), np.sum(w * t * ft, axis=1)
+
+
+@lru_cache(maxsize=256)
+def finite_n_scale(f, p: int, n: int, diagonal: str = "f") -> float:
+    r"""The exact isotropic test moment C_s = E‖φ′_j‖²/p of n tokens in p dimensions, μ = 0, W = I
+    (docs/theory.md §14.10).
+
+    Column j of Φ′ = X′K′ is φ_j = Σ_{i≠j} x_i f(ξ_ij)/√p + d_j x_j, ξ_ij = x_iᵀx_j/√p, d_j = f(‖x_j‖²/√p)/√p
+    (0 with ``diagonal='zero'``), f centred. Given x_j, with r = ‖x_j‖/√p and t ~ N(0, 1) the coordinate
+    of x_i along x_j, the x_i (i ≠ j) are independent, so exactly
+
+    .. math::
+
+        p\,C_s = \mathbb E_r\Big[\frac{n-1}{p}\big((p-1)A(r) + B(r)\big) + \frac{(n-1)(n-2)}{p}h(r)^2
+                 + 2(n-1)\,d(r)\,r\,h(r) + p\,d(r)^2r^2\Big],
+
+    A = E f(rt)², B = E t²f(rt)², h = E t f(rt), r² ~ χ²_p/p. Its limit is the linearised
+    C_s = (a1/c + d)² + ν/c of :func:`population_moments` (c = p/n); the difference is O(1/n), and it is what
+    a kernel with a1 = 0 misses at finite n (He3: +17/p relative).
+
+    Parameters
+    ----------
+    f : str or Activation
+    p, n : int
+        Dimension and tokens.
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    He3 with its diagonal zeroed: A = 15u³ − 18u² + 9u, B = 105u³ − 90u² + 27u, h² = 9u(u − 1)² in u = r²,
+    with E u = 1, E u² = 1 + 2/p, E u³ = (1 + 2/p)(1 + 4/p):
+
+    >>> p, n = 100, 50
+    >>> Eu = [1.0, 1 + 2 / p, (1 + 2 / p) * (1 + 4 / p)]
+    >>> A, B, h2 = (15 * Eu[2] - 18 * Eu[1] + 9), (105 * Eu[2] - 90 * Eu[1] + 27), 9 * (Eu[2] - 2 * Eu[1] + 1)
+    >>> closed = ((n - 1) * ((p - 1) * A + B) + (n - 1) * (n - 2) * h2) / p**2
+    >>> abs(finite_n_scale("he3", p, n, "zero") / closed - 1) < 1e-12
+    True
+    """
+    from scipy import stats
+
+    from .activations.activation import Activation, activation
+
+    act = f if isinstance(f, Activation) else activation(f)
+    sqp = np.sqrt(p)
+    edges = np.array(sorted({max(0.0, sqp + o) for o in _R_OFFSETS}))
+    xg, wg = np.polynomial.legendre.leggauss(32)
+    a, b = edges[:-1, None], edges[1:, None]
+    R = ((a + b) / 2 + (b - a) / 2 * xg).ravel()
+    wR = ((b - a) / 2 * wg).ravel() * 2 * R * stats.chi2(p).pdf(R * R)
+    keep = wR > 1e-300
+    R, wR = R[keep], wR[keep]
+    r = R / sqp
+    A, B, h = _t_moments(act, r)
+    if diagonal == "zero":
+        d = np.zeros_like(r)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = (np.asarray(act.numpy(sqp * r * r), dtype=float)) / sqp
+    val = ((n - 1) / p**2 * ((p - 1) * A + B) + (n - 1) * (n - 2) / p**2 * h * h + 2 * (n - 1) / p * d * r * h
+           + d * d * r * r)
+    return float(np.sum(wR * val) / np.sum(wR))
+
+
+def finite_n_shift(f, a1, nu, d, c, n: int, diagonal: str = "f") -> float:
+    r"""δC_s = C_s(n) − [(a1/c + d)² + ν/c]: the O(1/n) part of the isotropic test moment that the
+    linearisation drops (:func:`finite_n_scale` at p = round(c·n), μ = 0, W = I; docs/theory.md §14.10).
+
+    Parameters
+    ----------
+    f : str or Activation
+    a1, nu, d : float
+        The kernel constants a1, ν and the diagonal the linearised C_s is written with (d_n at ‖μ‖² = 0, or 0
+        for ``diagonal='zero'``).
+    c : float
+        p/n (p = round(c·n)).
+    n : int
+        Tokens.
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> s = finite_n_shift("he3", 0.0, 6.0, 0.0, 1.0, 1000, "zero")
+    >>> 0.015 < s / 6.0 < 0.02             # He3: about +17/p relative
+    True
+    """
+    p = max(1, int(round(float(c) * n)))
+    cf = p / n
+    return finite_n_scale(f, p, int(n), diagonal) - ((a1 / cf + d) ** 2 + nu / cf)
 
 
 # ----------------------------------------------------------------------------- the readout β
@@ -351,6 +470,20 @@ def _kernel_d(constants, P):
     return np.broadcast_to(d.reshape(-1) if d.ndim else d, (P,))
 
 
+def _finite_n_shifts(f, k, cf, n: int, diagonal: str) -> list:
+    """:func:`finite_n_shift` at each point's c (float; computed once per distinct c)."""
+    from .activations.activation import Activation, activation
+
+    act = f if isinstance(f, Activation) else activation(f)
+    a1, nu = float(k.a1), float(k.s2) + float(k.a1) ** 2
+    out = {}
+    for c in np.unique(cf):
+        p = max(1, int(round(float(c) * n)))
+        d = 0.0 if diagonal == "zero" else act.d_n(p)
+        out[float(c)] = finite_n_shift(act, a1, nu, d, float(c), n, diagonal)
+    return [out[float(c)] for c in cf]
+
+
 def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", backend: str = "numpy",
                dps: int | None = None, n: int | None = None, diagonal: str = "f", errors: str = "raise",
                method: str | None = None):
@@ -363,7 +496,8 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
     Parameters
     ----------
     f, c, gamma, geometry, model, backend, dps, n, diagonal, errors, method
-        As :func:`symattn.theory.solve` (γ > 0; no finite-p correction: it has no traces).
+        As :func:`symattn.theory.solve` (γ > 0; no finite-p correction: it has no traces). With ``n``, the
+        isotropic test moment C_s carries its exact O(1/n) part (:func:`finite_n_shift`, docs/theory.md §14.10).
 
     Returns
     -------
@@ -418,6 +552,9 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
                 d = _kernel_d(k, P)
                 moments = [population_moments(k.a1, k.s2, d[i], ctx.scalar(cf[i]), ctx.convert(geo.gram), geo.rank)
                            for i in range(P)]
+                if n is not None:   # the O(1/n) part of C_s that the linearisation drops (§14.10)
+                    moments = [(mo[0], mo[1] + ctx.scalar(shift), mo[2])
+                               for mo, shift in zip(moments, _finite_n_shifts(f, k, cf, n, diagonal))]
                 rel = None if r.precision is None else np.asarray(r.precision, dtype=float).reshape(P)
             else:
                 o = linear_overlaps(ctx, cf, g, geo.gram, F).reshape(P, -1)

@@ -726,12 +726,12 @@ class Layer:
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
         from .accuracy import assess, is_internal
 
-        # the atlas measures the attention theory's training error, at the user's points (not a function's own)
-        if model != "linear" and error == "train" and not is_internal():
+        # the atlas measures the attention theory's training and test errors, at the user's points (not a function's own)
+        if model != "linear" and not is_internal():
             tokens = n if n is not None or self.p is None else np.rint(self.p / np.asarray(out.c, dtype=float))
             measured = name if correction is None else f"{name}/{correction}"   # the corrected theory is another
             out.accuracy = assess(measured, self.activation_name, out.c, np.asarray(out.gamma, dtype=float),
-                                  n=tokens, **self.features(mu, geometry))
+                                  n=tokens, error=error, **self.features(mu, geometry))
             text = out.accuracy.message()
             if text is not None:
                 from .errors import AccuracyWarning

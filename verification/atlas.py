@@ -23,7 +23,9 @@ RTOL = 1e-8
 
 
 def theory_of_call(call: dict, gammas) -> np.ndarray:
-    """The current theory E_A(γ) of one atlas call (the ``call`` column, parsed), at the given γ.
+    """The current theory E_A(γ) of one atlas call (the ``call`` column, parsed), at the given γ: the training
+    error, or the test error when the call says ``"error": "test"`` (docs/theory.md §14), with ``n`` null for a
+    cell of the asymptotic theory.
 
     The call is replayed through :meth:`symattn.Layer.theory` at one BLAS thread (the atlas' tasks ran so:
     the solvers near γ = 1e-3 converge or not with the rounding of the thread count), with the layer of
@@ -61,8 +63,8 @@ def theory_of_call(call: dict, gammas) -> np.ndarray:
         kw["tokens"] = call["tokens"]
     with limit_threads(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return np.asarray(layer.theory(call["c"], list(gammas), model="attention", errors="nan", **kw).E,
-                          dtype=float)
+        return np.asarray(layer.theory(call["c"], list(gammas), model="attention", errors="nan",
+                                       error=call.get("error", "train"), **kw).E, dtype=float)
 
 
 def check_atlas(path=None, limit: int | None = None) -> dict:

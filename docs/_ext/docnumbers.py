@@ -288,7 +288,10 @@ def atlas_substitutions() -> dict[str, str]:
 
     rows = load_atlas()
     run = json.loads((FIGURES / "atlas_summary.json").read_text(encoding="utf-8"))
-    out = {"atlas_cells": str(len(rows)), "atlas_within": count(sum(r["within"] for r in rows), len(rows)),
+    test = [r for r in rows if r["error"] == "test"]   # the test-error cells (docs/theory.md §14.10), not of the run
+    train = [r for r in rows if r["error"] == "train"]
+    out = {"atlas_cells": str(len(train)), "atlas_within": count(sum(r["within"] for r in train), len(train)),
+           "atlas_test_cells": str(len(test)), "atlas_test_within": count(sum(r["within"] for r in test), len(test)),
            "atlas_minutes": f"{run['seconds'] / 60:.0f}", "atlas_workers": str(run.get("workers", "?")),
            "atlas_blocks": str(len(run["blocks"]))}
     body = [[s["block"], s["engine"], str(s["cells"]), count(s["within"], s["cells"]),

@@ -43,7 +43,7 @@ from ..accuracy import COLUMNS, within_tolerance
 from ..errors import ParameterError
 
 __all__ = ["DEFAULT_SPEC", "QUICK_SPEC", "load_atlas_spec", "run_atlas", "refresh_theory", "refresh_table", "cells",
-           "write_table",
+           "write_table", "grid_cells", "merge_cells", "paper_test_cells",
            "n_law", "summary_table"]
 
 HERE = Path(__file__).resolve().parent
@@ -199,6 +199,31 @@ def _theory_task(task):
         return key, None, str(exc)
 
 
+def _replay(tasks, workers=None, progress=None) -> dict:
+    """The theory of atlas calls: ``[(key, gammas)]`` with key = (block, call JSON) -> {key: (E or None, reason)}."""
+    import os
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    workers = max(1, int(workers or os.cpu_count() or 1))
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    results = {}
+    with tqdm(total=len(tasks), desc="refresh", unit="call", file=sys.stderr, disable=not show) as bar:
+        if workers == 1:
+            it = map(_theory_task, tasks)
+        else:
+            pool = ProcessPoolExecutor(max_workers=workers)
+            it = pool.map(_theory_task, tasks, chunksize=1)
+        for key, E, reason in it:
+            results[key] = (E, reason)
+            bar.update()
+        if workers > 1:
+            pool.shutdown()
+    return results
+
+
 def refresh_table(table=None, out=None, *, workers=None, progress=None) -> dict:
     """Recompute the theory of every cell of an atlas *table* with the current code, keeping its Monte Carlo.
 
@@ -226,12 +251,6 @@ def refresh_table(table=None, out=None, *, workers=None, progress=None) -> dict:
         fractions ``within_before`` (of the table's cells) and ``within_after`` (of the refreshed ones)), ``cells``, ``failed``, ``skipped`` (calls whose weights are absent, with
         the reason; their rows are kept unchanged), ``within``, ``table``, ``seconds``.
     """
-    import os
-    import sys
-    from concurrent.futures import ProcessPoolExecutor
-
-    from tqdm.auto import tqdm
-
     from ..accuracy import ATLAS_PATH, load_atlas
 
     t0 = time.perf_counter()
@@ -243,20 +262,7 @@ def refresh_table(table=None, out=None, *, workers=None, progress=None) -> dict:
     for r in rows:
         calls.setdefault((r["block"], r["call"]), []).append(r)
     tasks = [(key, [r["gamma"] for r in rs]) for key, rs in calls.items()]
-    workers = max(1, int(workers or os.cpu_count() or 1))
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    results = {}
-    with tqdm(total=len(tasks), desc="refresh", unit="call", file=sys.stderr, disable=not show) as bar:
-        if workers == 1:
-            it = map(_theory_task, tasks)
-        else:
-            pool = ProcessPoolExecutor(max_workers=workers)
-            it = pool.map(_theory_task, tasks, chunksize=1)
-        for key, E, reason in it:
-            results[key] = (E, reason)
-            bar.update()
-        if workers > 1:
-            pool.shutdown()
+    results = _replay(tasks, workers, progress)
     blocks, kept, failed, skipped = {}, [], 0, []
     for key, rs in calls.items():
         E, reason = results[key]
@@ -338,8 +344,154 @@ def cells(store, names=None) -> list:
                     "snr": feats["snr"], "align": feats["align"], "log_reff": feats["log_reff"],
                     "theory": float(th[j]), "mc": float(mc[j]), "se": float(se[j]), "draws": draws,
                     "gap": float((mc[j] - th[j]) / th[j]), "z": float((mc[j] - th[j]) / se[j]) if se[j] > 0 else 0.0,
-                    "within": within_tolerance(th[j], mc[j], se[j]), "call": call})
+                    "within": within_tolerance(th[j], mc[j], se[j]), "call": call, "error": "train"})
     return rows
+
+
+def grid_cells(path, block: str, *, geometries=None, asymptotic: bool = False, workers=None) -> list:
+    r"""Atlas cells of the test error from a grid of the paper's model (the CSV of
+    :mod:`symattn.verification.generalization`: activation, c, snr, gamma, n, draws, error, mc, se[, case]).
+
+    Each test row becomes a cell with ``error='test'`` whose theory is that of the current code
+    (:func:`symattn.verification.atlas.theory_of_call` replays its ``call``), so ``symattn verify --atlas`` checks
+    it like any other. With ``asymptotic`` the call has ``"n": null``: the cell measures the asymptotic theory
+    against the same Monte Carlo, and answers the question asked without n (:func:`symattn.accuracy.assess`).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The grid CSV.
+    block : str
+        The block name of the cells.
+    geometries : callable, optional
+        ``row -> Geometry`` (the row as read, strings); default: μ = 0 at snr 0, else aligned at ‖μ‖² = snr.
+    asymptotic : bool
+        Cells of the asymptotic theory.
+    workers : int, optional
+        As :func:`refresh_table` (1: in this process).
+
+    Returns
+    -------
+    list of dict
+        Rows with the keys :data:`symattn.accuracy.COLUMNS`.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "grid.csv").write_text("activation,c,snr,gamma,n,draws,error,mc,se\n"
+    ...                                      "tanh,0.5,0.0,1.0,1000,16,test,1.12,0.005\n")
+    >>> rows = grid_cells(folder / "grid.csv", "mine", workers=1)
+    >>> [(r["block"], r["error"], r["within"]) for r in rows]      # the theory at n = 1000 is 1.1205
+    [('mine', 'test', True)]
+    """
+    from ..activations.activation import activation
+    from ..layer import Layer
+    from ..model import Geometry
+
+    def geometry(row):
+        snr = float(row["snr"])
+        return Geometry() if snr == 0 else Geometry.aligned(snr)
+
+    geometry = geometries or geometry
+    with open(path, newline="", encoding="utf-8") as fh:
+        src = [r for r in csv.DictReader(fh) if r["error"] == "test"]
+    groups = {}
+    for r in src:
+        f = r["activation"]
+        layer = Layer(f, diagonal="zero" if activation(f).superlinear else "f")
+        geo = geometry(r)
+        call = json.dumps({"layer": layer.to_dict(), "c": float(r["c"]), "n": None if asymptotic else int(r["n"]),
+                           "mu": "zero" if geo.gram[0, 0] == 0 else "geometry", "snr": float(geo.gram[0, 0]),
+                           "geometry": geo.as_dict(), "correction": None, "error": "test"}, sort_keys=True)
+        groups.setdefault(call, (layer, geo, []))[2].append(r)
+    theory = _replay([((block, call), [float(r["gamma"]) for r in rs]) for call, (_, _, rs) in groups.items()], workers)
+    rows = []
+    for call, (layer, geo, rs) in groups.items():
+        E, _ = theory[(block, call)]
+        if E is None:   # weights not installed (a real layer's call)
+            continue
+        feats = layer.features(geometry=geo)
+        for r, e in zip(rs, E):
+            # as the table stores them, so that gap and z agree with its columns
+            mc, se, e, n = (float(f"{float(v):.10g}") for v in (r["mc"], r["se"], e, r["n"]))
+            n = int(n)
+            if not (np.isfinite(e) and e > 0):
+                continue
+            rows.append({"block": block, "engine": "paper", "layer": layer.label, "activation": layer.activation_name,
+                         "c": float(r["c"]), "gamma": float(r["gamma"]), "n": n, "p": int(round(float(r["c"]) * n)),
+                         "tile": 1, "mu": "zero" if feats["snr"] == 0 else "geometry", "snr": feats["snr"],
+                         "align": feats["align"], "log_reff": feats["log_reff"], "theory": e, "mc": mc, "se": se,
+                         "draws": int(r["draws"]), "gap": (mc - e) / e, "z": (mc - e) / se if se > 0 else 0.0,
+                         "within": within_tolerance(e, mc, se), "call": call, "error": "test"})
+    return rows
+
+
+def paper_test_cells(docs="docs", workers=None) -> list:
+    """The test-error cells of the paper's model in the shipped atlas: the grids of
+    :data:`symattn.verification.generalization.ATLAS_GRIDS` (CSVs under ``docs``), each twice, with the theory at
+    the Monte Carlo's n (block as named) and the asymptotic theory (block + '-asymptotic') (:func:`grid_cells`).
+
+    ``merge_cells(paper_test_cells(), "symattn/data/atlas.csv")`` writes them into the shipped table (about two
+    minutes on two cores).
+
+    Examples
+    --------
+    >>> from symattn.verification.generalization import ATLAS_GRIDS
+    >>> ATLAS_GRIDS[0]
+    ('paper-test', 'generalization_mc.csv')
+    """
+    from ..verification.generalization import ATLAS_GRIDS, grid_geometry
+
+    rows = []
+    for block, name in ATLAS_GRIDS:
+        for asymptotic in (False, True):
+            rows += grid_cells(Path(docs) / name, block + ("-asymptotic" if asymptotic else ""),
+                               geometries=grid_geometry, asymptotic=asymptotic, workers=workers)
+    return rows
+
+
+def merge_cells(cells, table=None, out=None) -> dict:
+    """Put cells into an atlas table: every row of their blocks is replaced by them, the other rows are kept.
+
+    ``cells`` is a list of rows (:func:`grid_cells`) or a CSV with the columns :data:`symattn.accuracy.COLUMNS`
+    (the test error of real layers, say, measured elsewhere: a row without ``error`` is of the training error).
+
+    Returns
+    -------
+    dict
+        ``blocks`` (per block: cells, within), ``cells`` (of the table), ``table`` (the path written).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> table = pathlib.Path(tempfile.mkdtemp()) / "atlas.csv"
+    >>> cell = dict(block="mine", engine="paper", layer="W = I", activation="tanh", c=0.5, gamma=1.0, n=1000, p=500,
+    ...             tile=1, mu="zero", snr=0.0, align=0.0, log_reff=0.0, theory=1.12, mc=1.13, se=0.005, draws=16,
+    ...             gap=0.01 / 1.12, z=2.0, within=True, call="{}", error="test")
+    >>> merge_cells([cell], table)["blocks"]
+    {'mine': {'cells': 1, 'within': 1}}
+    """
+    from ..accuracy import ATLAS_PATH, load_atlas
+
+    table = Path(ATLAS_PATH if table is None else table)
+    if not isinstance(cells, (list, tuple)):
+        cells = [dict(r) for r in load_atlas.__wrapped__(cells)]
+    if not cells:
+        raise ParameterError("cells", "[]", "one or more atlas cells")
+    missing = sorted(set(COLUMNS) - {"error"} - set(cells[0]))
+    if missing:
+        raise ParameterError("cells", ", ".join(missing), "rows with the atlas columns (symattn.accuracy.COLUMNS)")
+    blocks = {r["block"] for r in cells}
+    kept = [dict(r) for r in load_atlas.__wrapped__(table) if r["block"] not in blocks]
+    new = [dict(r, error=r.get("error") or "train") for r in cells]
+    path = write_table(kept + new, table if out is None else out)
+    summary = {}
+    for r in new:
+        b = summary.setdefault(r["block"], {"cells": 0, "within": 0})
+        b["cells"] += 1
+        b["within"] += bool(r["within"])
+    return {"blocks": summary, "cells": len(kept) + len(new), "table": str(path)}
 
 
 def write_table(rows, path) -> Path:

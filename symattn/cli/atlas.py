@@ -28,6 +28,7 @@ EXAMPLES = [
     "symattn atlas my_atlas.toml --store atlas --scheduler tcp://10.0.0.5:8786",
     "symattn atlas --figures atlas --out docs/figures",
     "symattn atlas --refresh-theory --table symattn/data/atlas.csv --out atlas.csv   # new theory, same MC",
+    "symattn atlas --add-cells minilm_test.csv --table atlas.csv   # cells measured elsewhere (the test error, say)",
 ]
 
 
@@ -50,6 +51,9 @@ def add_parser(subparsers):
     p.add_argument("--table", default=None, metavar="CSV",
                    help="with --refresh-theory: refresh an atlas table instead of a store (each row's call gives "
                         "the theory, its Monte Carlo is kept; written to --out, default over CSV)")
+    p.add_argument("--add-cells", dest="add_cells", default=None, metavar="CSV",
+                   help="instead of running: put the cells of CSV (the atlas columns, 'error' train or test) into "
+                        "the table --table, replacing the rows of their blocks (written to --out, default over it)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return finish_command(p, run)
 
@@ -70,6 +74,18 @@ def run(args) -> int:
         return EXIT_OK
     from ..atlas import refresh_theory, run_atlas
 
+    if args.add_cells is not None:
+        from ..atlas import merge_cells
+
+        if args.table is None:
+            raise ParameterError("table", None, "an atlas table to add the cells to (--table CSV) with --add-cells")
+        res = merge_cells(args.add_cells, args.table, args.out)
+        if args.json:
+            return print_json(res)
+        for name, b in res["blocks"].items():
+            print(f"{name}: {b['cells']} cells, {b['within']} within max(3 se, 3 %)")
+        print(f"{res['cells']} cells; table {res['table']}")
+        return EXIT_OK
     if args.refresh_theory and args.table is not None:
         from ..atlas import refresh_table
 
@@ -84,7 +100,7 @@ def run(args) -> int:
               f"table {res['table']}; {res['seconds']:.0f} s")
         return EXIT_OK
     if args.table is not None:
-        raise ParameterError("table", args.table, "only with --refresh-theory (an atlas table to refresh)")
+        raise ParameterError("table", args.table, "only with --refresh-theory or --add-cells (an atlas table)")
     if args.refresh_theory:
         res = refresh_theory(args.store, scheduler=args.scheduler, workers=args.workers)
         if args.json:

@@ -47,7 +47,8 @@ DESCRIPTION = """
     and "t" (and "d" with --n) are lists aligned with c. When a point failed, "failed" lists
     {"c", "gamma", "model", "error"}. "accuracy" gives, per point of E_attention, the accuracy
     atlas' measurement nearby (docs/accuracy.md): {"flag": ok|miss|unvalidated, "gap", "se",
-    "distance"}; the table shows the flag in the column atlas. "provenance" records the symattn
+    "distance"}; the table shows the flag in the column atlas. "accuracy_test" is the same for
+    E_attention_test (the atlas' test-error cells). "provenance" records the symattn
     and library versions, the parameters, the backend and a timestamp.
 
     Variants (docs/theory.md §13; E_linear stays the plain ridge on X): --residual, --heads with
@@ -272,7 +273,7 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
     if tokens is not None:
         kwargs["tokens"] = tokens
     rows = {}
-    failed, accuracy = [], []
+    failed, accuracy, accuracy_test = [], [], []
     with warnings.catch_warnings():  # the CLI prints t and its own warning (run)
         warnings.simplefilter("ignore", FiniteSizeWarning)
         for ci in cs:
@@ -285,6 +286,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
                                                     else row.tolist())
                     if key == "attention":
                         accuracy.append(acc)
+                    elif key == "attention_test":   # the atlas' test-error cells (docs/accuracy.md)
+                        accuracy_test.append(acc)
                     failed += [{"c": float(ci), "gamma": g, "model": key, "error": msg} for g, msg in bad]
     out = {"c": cs.tolist()} if several else {}
     out["gamma"] = gamma.tolist()
@@ -300,6 +303,8 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
         out["weight_strength"] = sws if several else sws[0]
     if accuracy:
         out["accuracy"] = accuracy if several else accuracy[0]
+    if accuracy_test:
+        out["accuracy_test"] = accuracy_test if several else accuracy_test[0]
     if correction is not None:
         out["correction"] = correction
     if failed:
@@ -423,8 +428,10 @@ def _print_table(args, data, geometry, several: bool) -> None:
             return "-"
         return a["flag"] if a["flag"] != "miss" or a["gap"] is None else f"miss {100 * a['gap']:+.0f}%"
 
-    # the atlas measured the training error: say so when a test column stands beside it
+    # say which error the atlas column is of when a test column stands beside it (the test error's alone: its own)
     atlas_col = [] if acc is None else ["atlas (train)" if "E_attention_test" in keys else "atlas"]
+    if acc is None and data.get("accuracy_test") is not None:
+        acc, atlas_col = data["accuracy_test"], ["atlas (test)"]
     if not several:
         rows = [[fmt(g)] + [cell(data[k][i]) for k in keys] + ([atlas(acc[i])] if acc is not None else [])
                 for i, g in enumerate(data["gamma"])]
