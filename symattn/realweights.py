@@ -90,6 +90,16 @@ INSTALL_HINT = "install the optional extra: pip install 'symattn[real]' (safeten
 def import_safetensors():
     """``safetensors.safe_open``, or RealWeightsUnavailable (with the install command) without the ``[real]`` extra.
 
+    Returns
+    -------
+    callable
+        ``safetensors.safe_open``.
+
+    Raises
+    ------
+    RealWeightsUnavailable
+        Without the ``[real]`` extra (safetensors absent); the message carries the install command.
+
     Examples
     --------
     >>> try:
