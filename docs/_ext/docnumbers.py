@@ -294,6 +294,9 @@ def atlas_substitutions() -> dict[str, str]:
            "atlas_test_cells": str(len(test)), "atlas_test_within": count(sum(r["within"] for r in test), len(test)),
            "atlas_minutes": f"{run['seconds'] / 60:.0f}", "atlas_workers": str(run.get("workers", "?")),
            "atlas_blocks": str(len(run["blocks"]))}
+    for key, block in (("atlas_real_test", "minilm-test"), ("atlas_real_heldout", "minilm-test-heldout")):
+        cells = [r for r in test if r["block"] == block]   # real layers' test cells (symattn.atlas.real_test_cells)
+        out[key + "_cells"], out[key + "_within"] = str(len(cells)), count(sum(r["within"] for r in cells), len(cells))
     body = [[s["block"], s["engine"], str(s["cells"]), count(s["within"], s["cells"]),
              pct(s["max_gap"], 1, sign=True), s["at"]] for s in summary_table(rows)]
     out["atlas_table"] = _table(["block", "engine", "cells", "within tolerance", "largest gap", "at"], body)

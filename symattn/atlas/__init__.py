@@ -43,13 +43,16 @@ from ..accuracy import COLUMNS, within_tolerance
 from ..errors import ParameterError
 
 __all__ = ["DEFAULT_SPEC", "QUICK_SPEC", "load_atlas_spec", "run_atlas", "refresh_theory", "refresh_table", "cells",
-           "write_table", "grid_cells", "merge_cells", "paper_test_cells",
+           "write_table", "grid_cells", "merge_cells", "paper_test_cells", "real_test_cells", "REAL_TEST_GRIDS",
            "n_law", "summary_table"]
 
 HERE = Path(__file__).resolve().parent
 #: the default atlas (the real-layer grid and the synthetic models) and its small version for CI
 DEFAULT_SPEC = HERE / "default.toml"
 QUICK_SPEC = HERE / "quick.toml"
+#: the test-error grids of real layers in the shipped atlas (:func:`real_test_cells`): block, CSV under docs/
+#: (benchmarks/test_error_minilm.py: the acceptance grid and the held-out cases, docs/theory.md §14.9)
+REAL_TEST_GRIDS = (("minilm-test", "test_error_minilm.csv"), ("minilm-test-heldout", "test_error_heldout.csv"))
 
 
 def load_atlas_spec(spec=None) -> list:
@@ -412,18 +415,95 @@ def grid_cells(path, block: str, *, geometries=None, asymptotic: bool = False, w
         if E is None:   # weights not installed (a real layer's call)
             continue
         feats = layer.features(geometry=geo)
-        for r, e in zip(rs, E):
-            # as the table stores them, so that gap and z agree with its columns
-            mc, se, e, n = (float(f"{float(v):.10g}") for v in (r["mc"], r["se"], e, r["n"]))
-            n = int(n)
-            if not (np.isfinite(e) and e > 0):
-                continue
-            rows.append({"block": block, "engine": "paper", "layer": layer.label, "activation": layer.activation_name,
-                         "c": float(r["c"]), "gamma": float(r["gamma"]), "n": n, "p": int(round(float(r["c"]) * n)),
-                         "tile": 1, "mu": "zero" if feats["snr"] == 0 else "geometry", "snr": feats["snr"],
-                         "align": feats["align"], "log_reff": feats["log_reff"], "theory": e, "mc": mc, "se": se,
-                         "draws": int(r["draws"]), "gap": (mc - e) / e, "z": (mc - e) / se if se > 0 else 0.0,
-                         "within": within_tolerance(e, mc, se), "call": call, "error": "test"})
+        rows += _test_rows(block, "paper", layer, "zero" if feats["snr"] == 0 else "geometry", feats, call, rs, E,
+                           "mc", "se")
+    return rows
+
+
+def _test_rows(block, engine, layer, mu, feats, call, rs, E, mc_key, se_key) -> list:
+    """The test-error cells of one replayed call: the grid rows ``rs`` (strings, with c, gamma, n, draws and
+    the Monte Carlo in ``mc_key``, ``se_key``) beside the theory E; cells whose theory is not finite and positive
+    are left out."""
+    rows = []
+    for r, e in zip(rs, E):
+        # as the table stores them, so that gap and z agree with its columns
+        mc, se, e, n = (float(f"{float(v):.10g}") for v in (r[mc_key], r[se_key], e, r["n"]))
+        n = int(n)
+        if not (np.isfinite(e) and e > 0):
+            continue
+        rows.append({"block": block, "engine": engine, "layer": layer.label, "activation": layer.activation_name,
+                     "c": float(r["c"]), "gamma": float(r["gamma"]), "n": n,
+                     "p": int(layer.p or round(float(r["c"]) * n)), "tile": 1, "mu": mu, "snr": feats["snr"],
+                     "align": feats["align"], "log_reff": feats["log_reff"], "theory": e, "mc": mc, "se": se,
+                     "draws": int(r["draws"]), "gap": (mc - e) / e, "z": (mc - e) / se if se > 0 else 0.0,
+                     "within": within_tolerance(e, mc, se), "call": call, "error": "test"})
+    return rows
+
+
+def real_test_cells(path, block: str, *, workers=None) -> list:
+    r"""Atlas cells of the test error of layers with real weights, from a grid CSV of
+    ``benchmarks/test_error_minilm.py`` (weights, f, c, mu, n, gamma, test_mc, test_se, draws[, snr]).
+
+    Each row becomes a cell with ``error='test'`` in the format of the atlas' real-layer training cells: the
+    engine of :meth:`symattn.Layer.engine`, the layer's label, its features :meth:`symattn.Layer.features` at
+    the signal μ = ``Layer.signal(mu, snr)`` (snr 1 where the row gives none, μ = 0 for ``mu = 'zero'``), and a
+    ``call`` at the Monte Carlo's n that :func:`symattn.verification.atlas.theory_of_call` replays. The theory is
+    that of the current code (the replay), not the CSV's column, so ``symattn verify --atlas`` checks it like any
+    other cell; :meth:`symattn.Layer.theory` with ``error='test'`` asks :func:`symattn.accuracy.assess` with the
+    same features and n = p/c, so it finds these cells.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The grid CSV (``weights`` a ``minilm:L[:H]`` reference or a ``.npy`` file).
+    block : str
+        The block name of the cells.
+    workers : int, optional
+        As :func:`refresh_table` (1: in this process).
+
+    Returns
+    -------
+    list of dict
+        Rows with the keys :data:`symattn.accuracy.COLUMNS`; the rows of weights that are not installed (the
+        ``[real]`` extra) are left out.
+
+    Examples
+    --------
+    >>> import contextlib, pathlib, tempfile, numpy as np
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> np.save(folder / "W.npy", np.eye(16) + np.ones((16, 16)) / 16)
+    >>> _ = (folder / "grid.csv").write_text("weights,f,c,mu,n,gamma,test_mc,test_se,draws\n"
+    ...                                      "W.npy,tanh,0.5,zero,32,1.0,1.5,0.01,8\n")
+    >>> with contextlib.chdir(folder):    # a recorded .npy reference is read inside the working folder
+    ...     [row] = real_test_cells("grid.csv", "mine", workers=1)
+    >>> row["engine"], row["error"], row["p"], round(row["theory"], 4)
+    ('general-w', 'test', 16, 1.1628)
+    """
+    from ..errors import RealWeightsUnavailable
+    from ..layer import Layer
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        src = list(csv.DictReader(fh))
+    groups, layers = {}, {}
+    for r in src:
+        try:
+            layer = layers.get((r["f"], r["weights"])) or Layer(r["f"], weights=r["weights"])
+        except RealWeightsUnavailable:
+            continue
+        layers[r["f"], r["weights"]] = layer
+        mu, snr = r["mu"], r.get("snr") or ""
+        snr = 0.0 if mu == "zero" else float(snr) if snr else 1.0
+        call = json.dumps({"layer": layer.to_dict(), "c": float(r["c"]), "n": int(r["n"]), "mu": mu, "snr": snr,
+                           "geometry": None, "correction": None, "error": "test"}, sort_keys=True)
+        groups.setdefault(call, (layer, mu, snr, []))[3].append(r)
+    theory = _replay([((block, call), [float(r["gamma"]) for r in g[3]]) for call, g in groups.items()], workers)
+    rows = []
+    for call, (layer, mu, snr, rs) in groups.items():
+        E, _ = theory[(block, call)]
+        if E is None:   # weights not installed
+            continue
+        feats = layer.features(mu=layer.signal(mu, snr if mu != "zero" else None))
+        rows += _test_rows(block, layer.engine(), layer, mu, feats, call, rs, E, "test_mc", "test_se")
     return rows
 
 
