@@ -866,7 +866,7 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
     """Layer.theory under a token law other than the paper's (docs/theory.md §15): ridge regression on X
     (§15.2) and, for the paper's layer (W = I + low rank), attention's training error at finite p (§15.5)."""
     from .model import as_geometry
-    from .temporal import attention_errors, linear_errors
+    from .temporal import attention_errors, attention_test_errors, linear_errors
     from .theory import TheoryResult
 
     if model != "linear":
@@ -876,10 +876,6 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
                                  hint="the attention theory under time-correlated tokens is derived for the paper's "
                                       "model W = I + low rank only (docs/theory.md §15.5): take model='linear', or "
                                       "simulate this layer")
-        if error != "train":
-            raise ParameterError("error", error, "'train' with tokens= and model='attention' or 'both'",
-                                 hint="the test error of attention under correlated tokens is not derived "
-                                      "(docs/theory.md §15.5): simulate it with error='test'")
         if n is None:
             raise ParameterError("n", None, "the number of tokens (an integer >= 2) with tokens= and "
                                             "model='attention' or 'both'",
@@ -901,12 +897,12 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
         out.update(linear=r[error], F_linear=r["F"])
     if model != "linear":
         E, F = np.empty(cb.shape), np.empty(cb.shape)
+        solver = attention_test_errors if error == "test" else attention_errors   # §15.6 or §15.5
         for idx in np.ndindex(cb.shape):
-            r = attention_errors(layer.activation, cb[idx], gb[idx], n=n, geometry=geo, tokens=law,
-                                 diagonal=layer.diagonal)
-            E[idx], F[idx] = r["train"], r["F"]
+            r = solver(layer.activation, cb[idx], gb[idx], n=n, geometry=geo, tokens=law, diagonal=layer.diagonal)
+            E[idx], F[idx] = r[error], r["F"]
         out.update(attention=E, F_attention=F)
-        text = _correlated_accuracy(cb, gb, n, snr, law, layer.activation_name)
+        text = _correlated_accuracy(cb, gb, n, snr, law, layer.activation_name, error)
         if text is not None:
             from .errors import AccuracyWarning
 
@@ -924,7 +920,7 @@ _CORRELATED_VALIDATED = {"activations": ("tanh", "relu", "gelu", "erf"), "gamma"
                          "r1": 0.8, "c": (0.5, 2.0)}
 
 
-def _correlated_accuracy(c, gamma, n, snr, law, name):
+def _correlated_accuracy(c, gamma, n, snr, law, name, error="train"):
     """The AccuracyWarning text for attention under correlated tokens outside the validated region, or None."""
     v = _CORRELATED_VALIDATED
     r1 = float(abs(law.lags(2)[1]))
