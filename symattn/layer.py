@@ -624,8 +624,9 @@ class Layer:
             The law of the sequence (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15). Tokens
             correlated in time or Markov labels: ridge regression on X (:func:`symattn.temporal.linear_errors`)
             and, for the paper's layer only and with ``n``, attention's training error
-            (:func:`symattn.temporal.attention_errors`, §15.5; an AccuracyWarning outside the measured region).
-            Other layers, and attention's test error, raise ParameterError (simulate them).
+            (:func:`symattn.temporal.attention_errors`, §15.5) and test error
+            (:func:`symattn.temporal.attention_test_errors`, §15.6), with an AccuracyWarning outside the
+            measured region. Other layers raise ParameterError (simulate them).
 
         Returns
         -------
@@ -1260,8 +1261,8 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         The training error (default) or the test error on a fresh sequence (docs/theory.md §14;
         the paper's model, γ > 0).
     tokens : TokenLaw, dict or None
-        The law of the sequence (docs/theory.md §15): with correlated tokens or Markov labels only
-        model='linear' has a theory (:meth:`Layer.theory`).
+        The law of the sequence (docs/theory.md §15): ridge regression on X, and for the paper's layer
+        with ``n`` attention's training and test errors (:meth:`Layer.theory`).
 
     Returns
     -------
