@@ -356,6 +356,13 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
     >>> round(attention_errors("relu", c=1.0, gamma=0.1, n=500, tokens={"ar1": 0.8})["train"], 3)   # MC: 0.62
     0.618
     """
+    E, F0, _, _ = _training_point(f, c, gamma, n, geometry, tokens, kmax, grid, diagonal)
+    return {"train": E, "F": F0}
+
+
+def _training_point(f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=False):
+    """E_A = −γ²F'(γ) (four-point central difference, warm starts), F, the overlaps Vᵀβ (with ``overlaps``)
+    and the checked inputs (act, c, gamma, geometry, constants, s, s_y, a(ω), noise weights and symbols)."""
     from .activations.activation import activation
     from .model import as_geometry, check_int, check_n
 
@@ -368,14 +375,15 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
     law = as_token_law(tokens)
     k, s, sy, aw, noise_w, noise_s = _attention_inputs(act, c, n, geo, law, kmax, grid, diagonal)
 
-    def F(g, z0=None):
-        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s, z0)
+    def F(g, z0=None, o=False):
+        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s, z0, o)
 
-    F0, z = F(gamma)
+    F0, z, *o = F(gamma, o=overlaps)
     h = 1e-3 * gamma
     Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h, z)[0] for j in (-2, -1, 1, 2))
     dF = (8 * (Fp1 - Fm1) - (Fp2 - Fm2)) / (12 * h)
-    return {"train": float(-gamma * gamma * dF), "F": float(F0)}
+    inputs = (c, gamma, geo, k, s, sy, aw, noise_w, noise_s)
+    return float(-gamma * gamma * dF), float(F0), (o[0] if o else None), inputs
 
 
 # ============================================================================ the test error (docs/theory.md §15.6)
@@ -468,28 +476,12 @@ def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tok
     >>> bool(b > 20 * a)                                # the band explodes it near interpolation
     True
     """
-    from .activations.activation import activation
     from .generalization import error_from_readout
-    from .model import as_geometry, check_int, check_n
 
-    act = f if hasattr(f, "numpy") else activation(f)
-    c = float(check_c(c))
-    gamma = float(check_gamma(gamma))
-    n = check_n(n)
-    kmax = check_int("kmax", kmax, 2)
-    geo = as_geometry(geometry)
-    law = as_token_law(tokens)
-    k, s, sy, aw, noise_w, noise_s = _attention_inputs(act, c, n, geo, law, kmax, grid, diagonal)
-
-    def F(g, z0=None, overlaps=False):
-        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s, z0, overlaps)
-
-    F0, z, o = F(gamma, overlaps=True)
-    h = 1e-3 * gamma
-    Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h, z)[0] for j in (-2, -1, 1, 2))
-    E = float(-gamma * gamma * (8 * (Fp1 - Fm1) - (Fp2 - Fm2)) / (12 * h))
+    E, F0, o, (c, gamma, geo, k, s, sy, aw, noise_w, noise_s) = _training_point(
+        f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=True)
     sp = _spectra(k.a1, s, sy, aw, noise_w, noise_s)
     moments = _test_moments(k.a1, k.s2, c, geo.gram, geo.rank, sp)
-    Et, norm2 = error_from_readout(E, float(F0), gamma, o, moments)
-    return {"test": float(Et), "train": E, "F": float(F0), "norm2": float(norm2), "overlaps": o,
+    Et, norm2 = error_from_readout(E, F0, gamma, o, moments)
+    return {"test": float(Et), "train": E, "F": F0, "norm2": float(norm2), "overlaps": o,
             "moments": moments, "spectra": sp}
