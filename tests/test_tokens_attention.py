@@ -276,3 +276,56 @@ def test_test_error_against_monte_carlo_small():
     bad += _test_misses("erf", TokenLaw(autocorr=[0.5, 0.2, -0.1], markov=0.8), 0.5, None, (1.0, 10.0), n=300,
                         draws=8, seed=6)
     assert not bad, bad
+
+
+def _saved_cells(sets):
+    """The saved Monte Carlo of docs/tokens_attention_test_mc.csv (n = 1000; seed 11 grid, 21 held out)."""
+    from pathlib import Path
+
+    from symattn.tokens import TokenLaw as Law
+
+    def law_of(text):
+        kw = {}
+        for part in text.split(","):
+            k, v = part.split("=")
+            kw[k] = [float(x) for x in v.split("/")] if k == "autocorr" else float(v)
+        return Law(**kw)
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "tokens_attention_test_mc.csv"
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["set"] in sets]
+    return [(r["f"], law_of(r["law"]), float(r["c"]), float(r["snr"]), float(r["gamma"]), int(r["n"]),
+             float(r["E_test"]), float(r["se_test"])) for r in rows]
+
+
+def _test_error_grid(sets):
+    from symattn.layer import _correlated_accuracy
+
+    cells, bad = _saved_cells(sets), []
+    for f, law, c, m2, g, n, mc, se in cells:
+        E = attention_test_errors(f, c, g, n=n, geometry=sa.Geometry.aligned(m2), tokens=law)["test"]
+        if abs(mc - E) > max(3 * se, 0.03 * E):
+            warned = _correlated_accuracy(np.array([c]), np.array([g]), n, m2, law, f, "test") is not None
+            bad.append((f, law, c, m2, g, E, mc, se, warned))
+    return cells, bad
+
+
+@pytest.mark.slow
+def test_test_error_acceptance_grid():
+    """The acceptance grid for the test error (docs/theory.md §15.6) against its saved Monte Carlo: tanh, relu
+    (16 draws), gelu, erf (8 draws) × AR(1) ρ ∈ {0.2, 0.5, 0.8} × c ∈ {0.5, 1, 2} × μ ∈ {0, aligned ‖μ‖² = 1}
+    × γ ∈ {0.01, 0.1, 1, 10}, n = 1000: at least 95 % within max(3 se, 3 %), every miss warned."""
+    cells, bad = _test_error_grid({"grid"})
+    assert len(cells) == 288
+    assert len(bad) <= 0.05 * len(cells), bad
+    assert all(b[-1] for b in bad), bad
+
+
+@pytest.mark.slow
+def test_test_error_held_out():
+    """Held out (not used while deriving): AR(1) ρ = 0.65, r = (0.5, 0.2, −0.1) with Markov labels q = 0.8,
+    AR(1) ρ = 0.8 with q = 0.9; tanh and ReLU, c = 1, μ = 0 and aligned, γ = 0.01–10, n = 1000, 16 draws:
+    every miss warned."""
+    cells, bad = _test_error_grid({"heldout"})
+    assert len(cells) == 48
+    assert all(b[-1] for b in bad), bad
