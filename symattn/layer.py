@@ -918,11 +918,12 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
 #: every cell of the grid at n = 1000; at n = 500, 15 of 288 grid cells miss (and 4 ReLU cells of §15.4's table);
 #: with a signal at γ < 0.1 one held-out cell misses at n = 1000 (ReLU, ρ = 0.65, γ = 0.01: +6.3 %, 3.2 se)
 _CORRELATED_VALIDATED = {"activations": ("tanh", "relu", "gelu", "erf"), "gamma": 0.01, "n": (500, 1000),
-                         "r1": 0.8, "c": (0.5, 2.0)}
+                         "r1": 0.8, "c": (0.5, 2.0), "test_gamma": 0.1}
 
 
 def _correlated_accuracy(c, gamma, n, snr, law, name, error="train"):
-    """The AccuracyWarning text for attention under correlated tokens outside the validated region, or None."""
+    """The AccuracyWarning text for attention under correlated tokens outside the validated region, or None
+    (``error``: 'train', §15.5, or 'test', §15.6)."""
     v = _CORRELATED_VALIDATED
     r1 = float(abs(law.lags(2)[1]))
     out = []
@@ -938,6 +939,10 @@ def _correlated_accuracy(c, gamma, n, snr, law, name, error="train"):
     elif snr > 0 and np.any(gamma < 0.1):
         out.append("a signal at gamma < 0.1: the lag-dependent slope of the kernel is not in the theory (a held-out "
                    "cell at n = 1000 misses by +6.3 %: ReLU, r_1 = 0.65, gamma = 0.01)")
+    if error == "test" and np.any(gamma < v["test_gamma"]) and not np.any(gamma < v["gamma"]):
+        out.append(f"the test error at gamma < {v['test_gamma']:g} (docs/theory.md §15.6): near interpolation it is "
+                   "C_s·||beta||^2, measured gaps reach 10 % (one grid cell misses: tanh, r_1 = 0.5, c = 1, mu = 0, "
+                   "gamma = 0.01, -8.9 %)")
     if r1 > v["r1"]:
         out.append(f"r_1 = {r1:g} > {v['r1']:g} (the largest measured correlation; at 0.9 the signal's gain is "
                    "underestimated by up to 30 % for cos)")
@@ -945,7 +950,8 @@ def _correlated_accuracy(c, gamma, n, snr, law, name, error="train"):
         out.append(f"c outside the measured [{v['c'][0]:g}, {v['c'][1]:g}]")
     if not out:
         return None
-    return ("the attention theory under correlated tokens (docs/theory.md §15.5) is not validated here: "
+    return (f"the attention theory under correlated tokens (docs/theory.md {'§15.6' if error == 'test' else '§15.5'}) "
+            "is not validated here: "
             + "; ".join(out))
 
 

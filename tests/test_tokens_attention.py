@@ -329,3 +329,21 @@ def test_test_error_held_out():
     cells, bad = _test_error_grid({"heldout"})
     assert len(cells) == 48
     assert all(b[-1] for b in bad), bad
+
+
+def test_test_error_front_and_warning():
+    """Layer.theory(error='test', tokens=) is attention_test_errors; near interpolation (γ < 0.1) it warns,
+    inside the measured region it does not; generalization_error takes tokens= and n=."""
+    with pytest.warns(AccuracyWarning, match="test error at gamma < 0.1"):
+        sa.Layer("tanh").theory(1.0, 0.01, n=1000, tokens={"ar1": 0.5}, error="test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AccuracyWarning)
+        r = sa.Layer("relu").theory(1.0, [1.0, 10.0], n=1000, geometry=sa.Geometry.aligned(1.0), tokens={"ar1": 0.5},
+                                    error="test", model="both")
+        E = sa.generalization_error("relu", 1.0, [1.0, 10.0], n=1000, geometry=sa.Geometry.aligned(1.0),
+                                    tokens={"ar1": 0.5})
+    ref = [attention_test_errors("relu", 1.0, g, n=1000, geometry=sa.Geometry.aligned(1.0), tokens={"ar1": 0.5})
+           for g in (1.0, 10.0)]
+    np.testing.assert_allclose(r.attention, [x["test"] for x in ref], rtol=1e-14)
+    np.testing.assert_allclose(E, r.attention, rtol=1e-14)
+    assert r.error == "test" and r.parameters["engine"] == "temporal"
