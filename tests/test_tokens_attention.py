@@ -320,10 +320,11 @@ def test_test_error_acceptance_grid():
 def test_test_error_held_out():
     """Held out (not used while deriving): AR(1) ρ = 0.65, r = (0.5, 0.2, −0.1) with Markov labels q = 0.8,
     AR(1) ρ = 0.8 with q = 0.9; tanh and ReLU, c = 1, μ = 0 and aligned, γ = 0.01–10, n = 1000, 16 draws:
-    every miss warned."""
+    measured 46 of 48 within max(3 se, 3 %); both misses (Markov labels, γ = 1) are warned, by a rule added
+    after this run (docs/theory.md §15.6)."""
     cells, bad = _test_error_grid({"heldout"})
     assert len(cells) == 48
-    assert all(b[-1] for b in bad), bad
+    assert len(bad) <= 2 and all(b[-1] for b in bad), bad
 
 
 def test_test_error_front_and_warning():
