@@ -249,9 +249,9 @@ def test_front_linear_under_tokens_and_refusals_for_attention():
         with pytest.raises(ParameterError, match="W = I \\+ low rank only") as e:
             sa.Layer("tanh", residual=True).theory(1.0, 0.1, n=100, model=model, tokens=law)
         assert e.value.name == "tokens"
-        with pytest.raises(ParameterError, match="not derived") as e:
-            sa.generalization_error(c=1.0, gamma=0.1, n=100, model=model, tokens=law)
-        assert e.value.name == "error"
+        with pytest.raises(ParameterError) as e:          # the test error too (docs/theory.md §15.6)
+            sa.generalization_error(c=1.0, gamma=0.1, model=model, tokens=law)
+        assert e.value.name == "n"
     with pytest.raises(ParameterError) as e:
         sa.memorization_error(c=1.0, gamma=0.1, model="linear", tokens=law, backend="mpmath")
     assert e.value.name == "backend"
