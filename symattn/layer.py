@@ -942,10 +942,10 @@ def _correlated_accuracy(c, gamma, n, snr, law, name, error="train"):
     if error == "test" and np.any(gamma < v["test_gamma"]) and not np.any(gamma < v["gamma"]):
         out.append(f"the test error at gamma < {v['test_gamma']:g} (docs/theory.md §15.6): near interpolation it is "
                    "C_s·||beta||^2, measured gaps reach 10 % (one grid cell misses: tanh, r_1 = 0.5, c = 1, mu = 0, "
-                   "gamma = 0.01, -8.9 %)")
+                   "gamma = 0.01, -7.9 %)")
     if error == "test" and law.markov is not None:
         out.append("Markov labels with the test error (docs/theory.md §15.6: 2 of the 16 held-out cells with Markov "
-                   "labels at gamma = 1 miss max(3 se, 3 %), by +3.8 % and -4.4 %)")
+                   "labels at gamma = 1 miss max(3 se, 3 %), by +3.8 % and -3.8 %)")
     if r1 > v["r1"]:
         out.append(f"r_1 = {r1:g} > {v['r1']:g} (the largest measured correlation; at 0.9 the signal's gain is "
                    "underestimated by up to 30 % for cos)")

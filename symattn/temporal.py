@@ -433,6 +433,33 @@ def _test_moments(a1, s2, c, gram, rank, sp):
     return m, Cs, Cm
 
 
+def _slope_correction(act, p, c, a1, r, s):
+    r"""The near-lag slope's correction to C_s (docs/theory.md §15.6): with the local slope
+    λ_k = E f'(√p r_k + √(1 + r_k²) g) (Stein: E[f(·)g]/σ, the rule's value at r = 0 subtracted, so that
+    δ_k = λ_k − a1 vanishes where r_k = 0) in place of a1 at lag k,
+
+    .. math::  \Delta C_s = \frac{2a_1}p\sum_{k\ne0}\delta_k\Big(\langle s^2\rangle + r_k(s^2)_k + \frac{1+2r_k^2}c\Big)
+               + \frac1p\sum_{k,k'\ne0}\delta_k\delta_{k'}\big(r_{k-k'}^2 + r_kr_{k'}r_{k-k'}\big),
+
+    (s²)_k the Fourier coefficients of s², r the lags 0..2L of the law (L = len(r)//2), s its symbol."""
+    L = (len(r) - 1) // 2
+    rk = r[1:L + 1]
+    x, w = np.polynomial.hermite_e.hermegauss(96)
+    w = w / w.sum()
+    sig = np.sqrt(1 + rk * rk)
+    args = np.sqrt(p) * rk[:, None] + sig[:, None] * x[None, :]
+    d = (act.numpy(args) * x[None, :]) @ w / sig - (act.numpy(x) * x) @ w
+    N = s.size
+    omega = 2 * np.pi * np.arange(N) / N
+    s2k = np.cos(np.outer(np.arange(1, L + 1), omega)) @ (s * s) / N
+    first = (4 * a1 / p) * np.sum(d * (np.mean(s * s) + rk * s2k + (1 + 2 * rk * rk) / c))
+    dd = np.r_[d[::-1], d]
+    ks = np.r_[-np.arange(L, 0, -1), np.arange(1, L + 1)]
+    rr = np.r_[rk[::-1], rk]
+    rd = r[np.abs(ks[:, None] - ks[None, :])]
+    return float(first + dd @ ((rd * rd + np.outer(rr, rr) * rd) @ dd) / p)
+
+
 def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=None, kmax: int = 8,
                           grid=None, diagonal: str = "f") -> dict:
     r"""Attention's test error of the paper's model (W = I + low rank) under a token law, at finite p
@@ -447,7 +474,8 @@ def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tok
                C = \frac{a_1^2}{c^2}\Sigma W\Sigma W^\top\Sigma + D_{b^2} + \frac{a_1^2}cD_s + \frac{s^2}cD_{s_N}
                    + \frac{a_1}c\big(D_bW^\top\Sigma + \Sigma WD_b\big),
 
-    (s_N the noise's symbol Σ_k w_k s_k), and β's overlaps from the training pencil of
+    (s_N the noise's symbol Σ_k w_k s_k; C_s gets the near-lag slope's finite-p correction of
+    :func:`_slope_correction`), and β's overlaps from the training pencil of
     :func:`attention_errors`: ‖β‖² = F − E_train/γ and Vᵀβ by its Woodbury step. With T = I, b ≡ d and
     every D_g = gΣ: the iid moments of :func:`symattn.generalization.population_moments`.
 
@@ -460,7 +488,8 @@ def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tok
     -------
     dict
         ``test`` (E_test), ``train`` (E_A), ``F``, ``norm2`` (‖β‖²), ``overlaps`` (Vᵀβ: βᵀμ, βᵀw_K, βᵀw_Q),
-        ``moments`` ((m_V, C_s, C_V): m = V m_V, C = C_s I + V C_V Vᵀ) and ``spectra`` (the symbol averages
+        ``moments`` ((m_V, C_s, C_V): m = V m_V, C = C_s I + V C_V Vᵀ), ``slope`` (the correction in C_s) and
+        ``spectra`` (the symbol averages
         ⟨b²s⟩, ⟨b²s_y⟩, ⟨bs⟩, ⟨bs_y⟩, ⟨s²⟩, ⟨ss_y⟩, ⟨s_Ns⟩, ⟨s_Ns_y⟩ under the keys b2, b2_y, b, b_y, s, s_y,
         N, N_y).
 
@@ -480,8 +509,15 @@ def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tok
 
     E, F0, o, (c, gamma, geo, k, s, sy, aw, noise_w, noise_s) = _training_point(
         f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=True)
+    from .activations.activation import activation
+    from .model import dimension
+
     sp = _spectra(k.a1, s, sy, aw, noise_w, noise_s)
-    moments = _test_moments(k.a1, k.s2, c, geo.gram, geo.rank, sp)
+    mV, Cs, CV = _test_moments(k.a1, k.s2, c, geo.gram, geo.rank, sp)
+    act = f if hasattr(f, "numpy") else activation(f)
+    law = as_token_law(tokens)
+    slope = 0.0 if law.iid_tokens else _slope_correction(act, dimension(n, c), c, k.a1, law.lags(s.size), s)
+    moments = (mV, Cs + slope, CV)
     Et, norm2 = error_from_readout(E, F0, gamma, o, moments)
     return {"test": float(Et), "train": E, "F": F0, "norm2": float(norm2), "overlaps": o,
-            "moments": moments, "spectra": sp}
+            "moments": moments, "spectra": sp, "slope": slope}
