@@ -80,7 +80,7 @@ def single_head(gammas, draws, repeats=3):
         t_first = time.perf_counter() - t
         times = []
         for _ in range(repeats):
-            strong._CORRECTION_CACHE.clear()   # the strong-direction correction is recomputed, not looked up
+            strong.CORRECTIONS.clear()   # the strong-direction correction is recomputed, not looked up
             t = time.perf_counter()
             sa.memorization_error("tanh", 0.5, gammas, weights=W, mu=mu)
             times.append(time.perf_counter() - t)
@@ -100,7 +100,6 @@ def single_head(gammas, draws, repeats=3):
 
 def full_rank_blocks(gammas, draws, fname="tanh"):
     """structure='blocks' on the full-rank W: set-up of a new (f, W), then per γ-point against one draw (c = 0.5, 1)."""
-    from symattn.backends import general_w_entry as ge
     from symattn.backends.general_w import block_constants, hermite, latent
 
     W, name = weights()
@@ -109,7 +108,7 @@ def full_rank_blocks(gammas, draws, fname="tanh"):
     with warnings.catch_warnings():   # the warm-up's accuracy flag is not the benchmark's
         warnings.simplefilter("ignore")
         sa.memorization_error(fname, 0.5, [1.0], weights=np.eye(16) + 0.1, structure="blocks")   # imports, compile
-    for cache in (ge._BLOCK_CONSTANTS, block_constants._CONSTANTS, latent._RULES, hermite._NODE_CACHE):
+    for cache in (block_constants.CONSTANTS, latent.RULES, latent.BASE_RULES, hermite.TOKEN_NODES):
         cache.clear()
     t = time.perf_counter()
     k = gw.hermite_block_constants(f, W, max_rank=p)
@@ -177,12 +176,12 @@ def main(argv=None):
             if mu is not None:
                 # again with the set-up of this μ cached (the surrogate's finite-p latent kernels, the model), the
                 # correction itself recomputed: the cost of a further γ-point
-                strong._CORRECTION_CACHE.clear()
+                strong.CORRECTIONS.clear()
                 t = time.perf_counter()
                 gw.general_w_error(sa.activation("tanh"), 0.5, gammas, W, mu)
                 dt2 = time.perf_counter() - t
                 per_point.append(dt2 / len(gammas))
-                strong._CORRECTION_CACHE.clear()
+                strong.CORRECTIONS.clear()
                 t = time.perf_counter()
                 gw.strong_direction_correction(sa.activation("tanh"), 0.5, gammas, W, mu)
                 print(f"  with the set-up of this mu cached: {len(gammas) / dt2:.2f} gamma-points/s, of which the "

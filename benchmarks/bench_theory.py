@@ -4,12 +4,15 @@ Prints:
 - E_LR throughput (closed form, vectorised over c, γ, snr);
 - E_A throughput, vectorised over a (c, γ) grid, for an aligned geometry;
 - closed form (docs/theory.md §5.8) against quadrature (``method='quadrature'``): on the (c, γ) grid,
-  on a γ sweep (10^4 γ in [1e-6, 1e3] for one activation, c and geometry) and in mpmath (30 digits);
+  on a γ sweep (``--sweep-points`` γ in [1e-6, 1e3] for one activation, c and geometry; quadrature on at most
+  ``--sweep-quadrature`` of them) and in mpmath (30 digits), both figures of issue 39 in one run: the sweep in
+  γ-points per second of wall time and per CPU second (the latter is what a loaded machine leaves comparable);
 - the same for a "straightforward" solver: a damped fixed point on 4000 midpoint nodes with a
   central finite difference for F' (docs/theory.md §5/§6 as first implemented), on a few points;
 - the cost ratio of one theory point to one Monte Carlo draw at n = 2000.
 
 Run:  python benchmarks/bench_theory.py [--points 1000] [--sweep-points 10000] [--threads 1] [--skip-mc]
+      python benchmarks/bench_theory.py --threads 1 --sweep-points 100000 --skip-mc     (issue 39's measure)
 """
 
 from __future__ import annotations
@@ -27,13 +30,23 @@ from symattn.backends.context import FloatContext
 from symattn.backends.quadrature import mp_nodes
 
 
-def timed(fn, repeat=3):
+def timed(fn, repeat=3, clock=time.perf_counter):
     best = np.inf
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = clock()
         out = fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, clock() - t)
     return best, out
+
+
+def timed_both(fn, repeat=3):
+    """The best wall time and the best CPU time (time.process_time) of ``repeat`` runs, and the last result."""
+    wall = cpu = np.inf
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        out = fn()
+        wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
+    return wall, cpu, out
 
 
 def straightforward_E(f, c, gamma, geometry, nodes=4000):
@@ -45,7 +58,7 @@ def straightforward_E(f, c, gamma, geometry, nodes=4000):
         P = 1
         params = tuple(np.full((P, 1), v, dtype=float) for v in (np.sqrt(c), g, k.a1, k.s2, k.d))
         lam, w = mp_nodes(ctx, np.array([c]), nodes)
-        e, _, _ = solver._fixed_point(ctx, lam, w, solver._initial_guess(ctx, np.array([g])), params, 1e-13)
+        e, _, _ = solver.damped_fixed_point(ctx, lam, w, solver.initial_guess(ctx, np.array([g])), params, 1e-13)
         sol = solver.BulkSolution(e=e, params=params, groups=[(np.arange(P), lam, w)], iterations=0,
                                   residual=np.zeros(P))
         T, T_dot = solver.traces(ctx, sol, np.zeros((P, 3)))
@@ -64,6 +77,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (threadpoolctl)")
     ap.add_argument("--mp-points", type=int, default=6, help="points of the mpmath comparison")
     ap.add_argument("--sweep-points", type=int, default=10000, help="γ values of the sweep comparison")
+    ap.add_argument("--sweep-quadrature", type=int, default=10000,
+                    help="at most this many of the sweep's γ (evenly spaced) are solved by quadrature too")
     args = ap.parse_args(argv)
     print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     f = sa.activation("tanh")
@@ -88,24 +103,28 @@ def main(argv=None):
           f"  max rel. difference {np.max(np.abs(rc.E - Eq) / Eq):.1e}")
     # a user's sweep: one activation, c and geometry, a vector of γ (issue 15's measure of points/s)
     gs = np.logspace(-6, 3, args.sweep_points)
+    sub = np.unique(np.linspace(0, gs.size - 1, min(gs.size, args.sweep_quadrature)).astype(int))
     with threadpool_limits(limits=args.threads):
         sa.solve(f, c=0.5, gamma=gs[:64], geometry=g)  # compile once
-        t_sc, rs = timed(lambda: sa.solve(f, c=0.5, gamma=gs, geometry=g), repeat=2)
-        t_sq, qs = timed(lambda: sa.solve(f, c=0.5, gamma=gs, geometry=g, method="quadrature"), repeat=1)
+        t_sc, cpu_sc, rs = timed_both(lambda: sa.solve(f, c=0.5, gamma=gs, geometry=g), repeat=2)
+        t_sq, qs = timed(lambda: sa.solve(f, c=0.5, gamma=gs[sub], geometry=g, method="quadrature"), repeat=1)
         threads = {d["internal_api"]: d["num_threads"] for d in threadpool_info()}
     print(f"E_A   γ sweep ({gs.size} γ in [1e-6, 1e3], tanh, c = 0.5, aligned; threads {threads}):")
-    print(f"        closed form {gs.size / t_sc:10.0f} γ-points/s ({rs.closed.mean():.1%} closed), quadrature"
-          f" {gs.size / t_sq:8.0f} γ-points/s, ratio {t_sq / t_sc:6.1f}x;"
-          f" max rel. difference {np.max(np.abs(rs.E - qs.E) / qs.E):.1e}")
+    print(f"        closed form {gs.size / t_sc:10.0f} γ-points/s ({gs.size / cpu_sc:.0f} per CPU second;"
+          f" {rs.closed.mean():.1%} closed), quadrature {sub.size / t_sq:8.0f} γ-points/s ({sub.size} of them),"
+          f" ratio {(t_sq / sub.size) / (t_sc / gs.size):6.1f}x; max rel. difference"
+          f" {np.max(np.abs(rs.E[sub] - qs.E) / qs.E):.1e}")
     gm = np.logspace(-3, 1, args.mp_points)
     with threadpool_limits(limits=args.threads):
         sa.solve(f, c=0.5, gamma=gm[:1], geometry=g, backend="mpmath", dps=30)  # compile once
         t_mq, _ = timed(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30,
                                          method="quadrature"), repeat=1)
-        t_mc, _ = timed(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30), repeat=3)
+        t_mc, cpu_mc, _ = timed_both(lambda: sa.solve(f, c=0.5, gamma=gm, geometry=g, backend="mpmath", dps=30),
+                                     repeat=3)
     import mpmath.libmp
 
-    print(f"E_A   mpmath 30 digits: closed {gm.size / t_mc:6.1f} points/s, quadrature {gm.size / t_mq:6.2f} points/s,"
+    print(f"E_A   mpmath 30 digits: closed {gm.size / t_mc:6.1f} points/s ({gm.size / cpu_mc:.1f} per CPU second),"
+          f" quadrature {gm.size / t_mq:6.2f} points/s,"
           f" ratio {t_mq / t_mc:5.1f}x ({gm.size} points, c = 0.5; mpmath integer backend: {mpmath.libmp.BACKEND})")
 
     few = [(0.5, 0.01), (1.0, 0.1), (2.0, 1.0)]

@@ -187,7 +187,7 @@ def step_leading_order() -> Step:
     st = Step("5. Leading order, the twisted bulk, and what the even part does", """
 Setting the latent fluctuation g̃ to 0 leaves the pair classes y_i y_j = ±1: 𝕄 → F(t y_i y_j) =
 F_even(t) + F_odd(t) y_i y_j, 𝔻 → ā(t) + b(t) y_i y_j with ā = (F'(t) + F'(−t))/2, b = (F'(t) − F'(−t))/2,
-and Σ² → ν̄(t) − θ(ā² + b²). For odd f (b = 0, F_even = 0) this is the earlier variant V1 (docs/theory.md §10.5). For even f
+and Σ² → ν̄(t) − θ(ā² + b²). For odd f (b = 0, F_even = 0) this is the earlier variant V1 (docs/changelog.md, "The finite-p variants V1 and V7"). For even f
 (cos) the slope is twisted: b(t) D_y(S − I)D_y, which the asymptotic system does not contain; here it is
 part of the latent Dyson equation exactly (𝔻 has the separable term b·y⊗y). Parity: under
 (y, g̃) → (−y, −g̃) the target ŷ is odd; an even f gives an even 𝕄 in each argument, whose directions
@@ -287,12 +287,12 @@ contains the twisted bulk b(t) D_y(S − I)D_y); the rest of the kernel is GOE n
 profile; the diagonal is the exact conditional diagonal. The bulk is solved by an operator-valued
 (latent-diagonal) Dyson equation of a 3×3 pencil, the low rank by the Woodbury identity of docs/theory.md §6 in latent
 directions. It reduces to the asymptotic system when the kernel is linear (f(x) = x, to O(k/p)), when μ = w = 0
-(exactly) and as t → 0; its leading order in the latent fluctuation is the earlier variant V1 (docs/theory.md §10.5). The only
+(exactly) and as t → 0; its leading order in the latent fluctuation is the earlier variant V1 (docs/changelog.md, "The finite-p variants V1 and V7"). The only
 approximations are (i) first order in the bulk ξ^⊥ (higher Hermite parts as free noise), (ii) asymptotic
 freeness of the bulk from the latent algebra, (iii) the latent Gauss–Hermite quadrature (24 nodes for k = 1:
 converged to 1e-6 relative) and the SVD truncations of 𝔻 (1e-10) and 𝕄 (1e-12).
 
-**Choice of the variant (documented rule).** The working notes left two partial variants (docs/theory.md §10.5: V1 fixes the
+**Choice of the variant (documented rule).** The working notes left two partial variants (docs/changelog.md, "The finite-p variants V1 and V7": V1 fixes the
 t-dominated tanh case, V7 the w-dominated erf case, neither both, and no even-f theory). The rule used here:
 ship the single model that paired kernel-level Monte Carlo showed exact within one standard error in both odd
 cases ("CMloc": conditional mean + pair-dependent slope + noise), with its deterministic equivalent derived

@@ -12,7 +12,8 @@ import-linter in tests/test_architecture.py):
    ``generalization`` -- the test error of the readout, on top of ``theory``; ``temporal`` -- ridge under correlated tokens
 6. ``layer``       -- the :class:`Layer` front: one description, the theory engines' registry, ``memorization_error``, ``simulate``
 7. ``limits``, ``sensitivity`` -- leading terms and derivatives
-8. ``codegen``, ``figures``, ``verification``, ``sweep`` -- generated solvers, the paper's figures, the checks, sweeps
+8. ``codegen``, ``figures``, ``verification``, ``sweep`` -- generated solvers, the paper's figures, the checks (the
+   repository's top-level ``verification/``, installed as ``symattn.verification``), sweeps
 9. ``cli``         -- the command line (the only place that parses arguments)
 
 Public names are imported lazily so that ``import symattn`` stays fast.
@@ -21,8 +22,40 @@ Public names are imported lazily so that ``import symattn`` stays fast.
 from __future__ import annotations
 
 import importlib
+import sys
+from importlib.util import spec_from_file_location
+from pathlib import Path
 
 __version__ = "0.1.0"
+
+
+class _SourceTreeVerification:
+    """Finds ``symattn.verification`` in a source checkout used without installing it (the repository root on
+    ``sys.path``): the package lives in the repository's top-level ``verification/``, which an install maps to
+    ``symattn/verification`` (setuptools ``package-dir``, pyproject.toml). Installed only when this ``symattn`` has
+    no ``verification`` package beside its modules and the checkout has one, and first on ``sys.meta_path``, so
+    that the checks are always those of the checkout this ``symattn`` comes from."""
+
+    folder = Path(__file__).resolve().parent.parent / "verification"
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname != __name__ + ".verification":
+            return None
+        return spec_from_file_location(fullname, cls.folder / "__init__.py",
+                                       submodule_search_locations=[str(cls.folder)])
+
+    @classmethod
+    def needed(cls) -> bool:
+        here = Path(__file__).resolve().parent
+        # a folder symattn/verification without __init__.py (the __pycache__ a checkout kept from before the move) is
+        # not the package
+        return not (here / "verification" / "__init__.py").is_file() and (cls.folder / "__init__.py").is_file()
+
+
+if _SourceTreeVerification.needed() and not any(getattr(f, "__name__", None) == "_SourceTreeVerification"
+                                               for f in sys.meta_path):
+    sys.meta_path.insert(0, _SourceTreeVerification)
 
 _PUBLIC = {
     "Activation": "activations",

@@ -20,7 +20,7 @@ from pathlib import Path
 from .errors import ParameterError
 
 __all__ = ["atomic_path", "write_text", "write_bytes", "check_output_dir", "remove_stale_parts", "PART_RE",
-           "read_regular", "check_inside", "MAX_READ_BYTES"]
+           "read_regular", "check_inside", "MAX_READ_BYTES", "alive"]
 
 #: the largest data file read (weights, signals): 2 GiB
 MAX_READ_BYTES = 2 * 1024**3
@@ -187,7 +187,15 @@ def write_bytes(path, data: bytes) -> Path:
 PART_RE = re.compile(r"^\..+\.(\d+)-[^.]*\.part(\.[^.]*)?$")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (this process: True; another user's, or when that cannot be told: True),
+    so that the temporary files of a live writer are kept.
+
+    Examples
+    --------
+    >>> alive(os.getpid())
+    True
+    """
     if pid == os.getpid():
         return True
     try:
@@ -221,7 +229,7 @@ def remove_stale_parts(folder) -> list:
         return removed
     for entry in entries:
         m = PART_RE.match(entry.name)
-        if m and not _alive(int(m.group(1))) and entry.is_file():
+        if m and not alive(int(m.group(1))) and entry.is_file():
             with contextlib.suppress(OSError):
                 entry.unlink()
                 removed.append(entry)

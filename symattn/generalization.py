@@ -457,3 +457,243 @@ def solve_test(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attentio
                         failures=r.failures, parameters={**r.parameters, "error": "test"}, constants=r.constants,
                         error="test",
                         readout=readout)
+
+
+# ----------------------------------------------------------------------------- a general W (docs/theory.md §14.9)
+def general_w_test_moments(W, mu, c, a1, var_f, a0, d_mean, d_sq):
+    r"""The test moments m = E[Φ′y′]/n and C = E[Φ′Φ′ᵀ]/n for a general p×p W (docs/theory.md §14.9), dense.
+
+    Column j of Φ′ is φ_j = Σ_{i≠j} x_i f(x_iᵀWx_j/√p)/√p + x_j f(q_j)/√p. Averaging over the other tokens
+    (the slope a1 = E f′ of the off-diagonal argument, its variance var_f = Var f, its mean a0, and the
+    diagonal's moments d̄ = E f(q)/√p, d₂ = E f(q)²/p), with Σ = I + μμᵀ and balanced labels:
+
+    .. math::
+
+        m = \frac{a_1}c\Sigma W\mu + \bar d\mu,\qquad
+        C = \frac{a_1^2}{c^2}\Sigma W\Sigma W^\top\Sigma + \Big(\frac{\mathrm{var}_f}c + d_2\Big)\Sigma
+            + \frac{a_0^2}c I + \frac{a_1\bar d}c\big(\Sigma W\Sigma + \Sigma W^\top\Sigma\big).
+
+    For W = I + low rank (var_f = ν, d̄² = d₂ = d², a0 = 0) this is :func:`population_moments`.
+
+    Parameters
+    ----------
+    W : numpy.ndarray
+        p×p.
+    mu : numpy.ndarray
+        The signal (length p).
+    c : float
+        p/n.
+    a1, var_f, a0, d_mean, d_sq : float
+        The constants above.
+
+    Returns
+    -------
+    (m, C) : numpy.ndarray
+        The p-vector m and the p×p matrix C.
+
+    Examples
+    --------
+    >>> m, C = general_w_test_moments(np.eye(3), np.zeros(3), 0.5, 0.6, 0.39, 0.0, 0.0, 0.0)
+    >>> bool(np.allclose(C, (0.36 / 0.25 + 0.39 / 0.5) * np.eye(3)))   # a1²/c² + ν/c
+    True
+    """
+    p = W.shape[0]
+    S = np.eye(p) + np.outer(mu, mu)
+    SW, SWt = S @ W, S @ W.T
+    m = (a1 / c) * (SW @ mu) + d_mean * mu
+    C = ((a1 / c) ** 2 * (SW @ S @ SW.T) + (var_f / c + d_sq) * S + (a0 * a0 / c) * np.eye(p)
+         + (a1 * d_mean / c) * (SW @ S + SWt @ S))
+    return m, C
+
+
+def general_w_test_error(f, c, gamma, W, mu=None, structure: str = "auto", diagonal: str = "f") -> dict:
+    r"""The deterministic-equivalent test error of a layer with a general W at one c (docs/theory.md §14.9).
+
+    E_test = 1 − 2β̄ᵀm + tr(C𝓑), the moments (m, C) of :func:`general_w_test_moments` at the kernel model's own
+    constants and the readout's mean β̄ and second moment 𝓑 ≃ E[ββᵀ] from the linear response of the training
+    pencil (:func:`symattn.backends.general_w_entry.general_readout`: the free-noise pencil of §12.2 or the
+    Hermite blocks of §12.8, ``signal='linear'``).
+
+    Parameters
+    ----------
+    f : Activation
+    c : float
+    gamma : array_like
+        γ > 0.
+    W : numpy.ndarray
+    mu : array_like, optional
+    structure : {'auto', 'blocks', 'free'}
+    diagonal : {'f', 'zero'}
+
+    Returns
+    -------
+    dict
+        'E_test', 'E_train', 'norm2' (‖β‖² = tr 𝓑), 'overlap' (β̄ᵀμ), 'structure', the test moments 'm' and 'C',
+        'readout' (the :class:`~symattn.backends.general_w.response.ReadoutMoments` per γ).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> out = general_w_test_error(activation("tanh"), 0.5, [0.1, 10.0], np.eye(24))
+    >>> bool(np.all(out["E_test"] > 1))      # μ = 0: E_test = 1 + βᵀCβ
+    True
+    """
+    from .backends.general_w_entry import general_readout
+
+    out = general_readout(f, c, gamma, W, mu, structure=structure, diagonal=diagonal)
+    return dict(readout_test_error(out), structure=out["structure"])
+
+
+def readout_test_error(out) -> dict:
+    r"""E_test = 1 − 2β̄ᵀm + tr(C𝓑) (docs/theory.md §14.9) from a training-theory solve with the readout's moments
+    (:func:`symattn.backends.general_w.response.model_readout` or ``block_readout``): the test moments of
+    :func:`general_w_test_moments` at the model's constants — W the model's (effective) W, a1 its slope,
+    var_f = σ²c + Σ_blocks Σm² + a1² tr(WΣWᵀΣ)/p, a0 from its êêᵀ coefficient c_11 = a0 n/√p, and the diagonal's
+    moments over its latent nodes, f(q)/√p = κ + a1 tr W/p (+1 for the residual, whose identity sits on the diagonal).
+
+    Parameters
+    ----------
+    out : dict
+        'model', 'moments', and optionally 'blocks' [(squared weights, ρu², ρv²), …] and 'nodes' {'kappa', 'w'}.
+
+    Returns
+    -------
+    dict
+        'E_test', 'E_train', 'norm2' (tr 𝓑), 'overlap' (β̄ᵀμ), the test moments 'm' and 'C', 'readout' (the moments).
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> from symattn.backends.general_w.response import general_w_readout
+    >>> out = readout_test_error(general_w_readout(activation("tanh"), 0.5, [1.0], np.eye(16)))
+    >>> bool(out["E_test"][0] > 1), out["C"].shape
+    (True, (16, 16))
+    """
+    from .backends.general_w.hermite import block_phi
+
+    m = out["model"]
+    p, W = m.p, np.asarray(m.W, dtype=float)
+    mu = np.asarray(m.mu, dtype=float)
+    S = np.eye(p) + np.outer(mu, mu)
+    omega_s = float(np.sum((W @ S) * (S @ W))) / p        # tr(WΣWᵀΣ)/p: the variance of x_iᵀWx_j/√p
+    a1 = float(m.a1)
+    var_blocks = sum(float(np.real(block_phi(b[0], 0.0))) for b in out.get("blocks", []))
+    var_f = float(m.sigma2 * m.c) + var_blocks + a1 * a1 * omega_s
+    a0 = float(m.c_11) * np.sqrt(p) / m.n
+    nodes = out.get("nodes") or {"kappa": m.kappa, "w": m.kw}
+    diag = np.asarray(nodes["kappa"], dtype=float) + a1 * float(np.trace(W)) / p   # f(q)/√p at the nodes
+    w = np.asarray(nodes["w"], dtype=float)
+    d_mean, d_sq = float(w @ diag), float(w @ diag ** 2)
+    mv, C = general_w_test_moments(W, mu, float(m.c), a1, var_f, a0, d_mean, d_sq)
+    E_test = np.array([1 - 2 * r.beta @ mv + np.sum(C.T * r.B_bulk) for r in out["moments"]])
+    return {"E_test": E_test, "E_train": out["E"], "norm2": np.array([np.trace(r.B_bulk) for r in out["moments"]]),
+            "overlap": np.array([r.beta @ mu for r in out["moments"]]), "m": mv, "C": C, "readout": out["moments"]}
+
+
+def general_sum_test_error(f, c, gamma, heads, mu=None, diagonal: str = "f", residual: bool = False) -> dict:
+    r"""The test error of Φ = X(δI + Σ_h K_h) for general heads at one c (δ = 1 with ``residual``; the sum readout of
+    docs/theory.md §13.2, the residual of §13.1): the summed kernel's model (:func:`symattn.variants.general_sum_model`:
+    W̃ = Σ_h a1_h W_h/a1, the cross-head covariances in σ², the residual's identity on the diagonal), its readout's
+    moments by the linear response (§14.9) and :func:`readout_test_error`.
+
+    Returns
+    -------
+    dict
+        As :func:`readout_test_error`.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> rng = np.random.default_rng(0)
+    >>> heads = [rng.standard_normal((20, 20)) / np.sqrt(20) for _ in range(2)]
+    >>> out = general_sum_test_error(activation("tanh"), 0.5, [1.0], heads)
+    >>> bool(out["E_test"][0] > 1)           # μ = 0: worse than the zero predictor
+    True
+    """
+    from .backends.general_w.response import block_readout, model_readout
+    from .variants import general_sum_model
+
+    m, blk, nodes = general_sum_model(f, c, heads, mu, diagonal, residual)
+    out = model_readout(m, gamma) if blk is None else block_readout(m, gamma, blk, nodes)
+    return readout_test_error(out)
+
+
+def general_test_error(f, c, gamma, weights=None, mu=None, model: str = "attention", n: int | None = None,
+                       diagonal: str = "f", errors: str = "raise", structure: str = "auto", heads=None,
+                       residual: bool = False):
+    r"""The test error of a layer with one weight matrix W, or of summed general heads (with or without the
+    residual) (docs/theory.md §14.9): the engine of ``Layer(f, weights=W).theory(c, gamma, mu=mu, error='test')``
+    and of the 'sum' engine.
+
+    Attention by :func:`general_w_test_error` (one W) or :func:`general_sum_test_error` (``heads``, or one W with
+    ``residual``) per c (n = round(p/c)); linear regression by the closed form of docs/theory.md §14.4 at ‖μ‖² (it
+    does not see W).
+
+    Parameters
+    ----------
+    f : Activation
+    c, gamma : float or array_like
+        Broadcast together; γ > 0.
+    weights : numpy.ndarray, optional
+        W, p×p.
+    mu : array_like, optional
+    model : {'attention', 'linear', 'both'}
+    n : int, optional
+        Must equal round(p/c) when given.
+    diagonal : {'f', 'zero'}
+    errors : {'raise', 'nan'}
+        A c whose solve fails raises ConvergenceError, or its points become NaN with a FailedPointsWarning.
+    structure : {'auto', 'blocks', 'free'}
+        The kernel model of one W (the summed heads choose theirs as the training theory does).
+    heads : list of numpy.ndarray, optional
+        Summed heads W_1..W_H (instead of ``weights``).
+    residual : bool
+        Φ = X(I + K).
+
+    Returns
+    -------
+    numpy.ndarray or dict
+        E_test of shape broadcast(c, gamma), or ``{"attention": ..., "linear": ...}`` for model='both'.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> E = general_test_error(activation("tanh"), 0.5, [0.1, 1.0], np.eye(24), model="both")
+    >>> bool(np.all(E["attention"] > 1) and np.all(E["linear"] > 1))
+    True
+    """
+    from .errors import ConvergenceError, FailedPointsWarning
+    from .model import Geometry, check_c, check_gamma, check_mu, check_weights
+
+    check_test_gamma(gamma)
+    hs = None if heads is None and not residual else [check_weights(W) for W in (heads if heads is not None else [weights])]
+    W = check_weights(weights if heads is None else heads[0])
+    p = W.shape[0]
+    mu = check_mu(mu, p)
+    c_arr, g_arr = check_c(c), check_gamma(gamma)
+    shape = np.broadcast_shapes(c_arr.shape, g_arr.shape)
+    cb, gb = (np.broadcast_to(v, shape).reshape(-1).astype(float) for v in (c_arr, g_arr))
+    for ci in np.unique(cb):
+        if n is not None and int(n) != int(round(p / ci)):
+            raise ParameterError("n", n, f"None or round(p/c) = {int(round(p / ci))} (p = {p} is fixed by the weights)")
+    out = {}
+    if model in ("attention", "both"):
+        E = np.full(cb.shape, np.nan)
+        failed = []
+        for ci in np.unique(cb):
+            idx = np.nonzero(cb == ci)[0]
+            try:
+                E[idx] = (general_w_test_error(f, ci, gb[idx], W, mu, structure=structure, diagonal=diagonal) if hs is None
+                          else general_sum_test_error(f, ci, gb[idx], hs, mu, diagonal, residual))["E_test"]
+            except ConvergenceError as err:
+                if errors == "raise":
+                    raise
+                failed += [(float(ci), float(gb[j]), err.reason) for j in idx]
+        if failed:
+            warnings.warn(FailedPointsWarning(f"{len(failed)} test-error point(s) failed and are NaN", failed),
+                          stacklevel=3)
+        out["attention"] = E.reshape(shape)
+    if model in ("linear", "both"):
+        r = solve_test(f, c=cb, gamma=gb, geometry=Geometry(snr=float(mu @ mu)), model="linear")
+        out["linear"] = np.asarray(r.linear, dtype=float).reshape(shape)
+    return out if model == "both" else out[model]

@@ -26,18 +26,18 @@ has a content :attr:`~Layer.digest` and round-trips through :meth:`Layer.to_dict
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from .backends.registry import METHODS, Registry, methods as backend_methods
 from .errors import ParameterError
 from .files import check_inside, read_regular
 from .validation import known_keywords
@@ -58,7 +58,9 @@ MINILM = "minilm:"
 
 # ----------------------------------------------------------------------------- weight references
 def _file_sha256(path: Path, key: str = "weights") -> str:
-    return hashlib.sha256(read_regular(path, key)).hexdigest()
+    from .caching import digest
+
+    return digest(read_regular(path, key))
 
 
 def _read_npy(key: str, ref: str, what: str) -> np.ndarray:
@@ -447,11 +449,13 @@ class Layer:
 
     @property
     def digest(self) -> str:
-        """sha256 of the activation's expression, the weights' bytes and the flags (hex).
+        """:func:`symattn.caching.digest` (sha256, hex) of the JSON of the activation's expression, the weights'
+        :func:`~symattn.provenance.array_digest` and the flags.
 
         Two layers with the same digest compute the same numbers; a plain callable activation is
         identified by the function object (its name and id), so that digest holds within one process only."""
         if self._digest is None:
+            from .caching import digest
             from .provenance import array_digest
 
             blob = {"activation": self.activation_name, "readout": self.readout, "residual": self.residual,
@@ -459,7 +463,7 @@ class Layer:
                     "weights": array_digest(self.weights),
                     "heads": None if self.heads is None else [array_digest(W) for W in self.heads]}
             text = json.dumps(blob, sort_keys=True, separators=(",", ":"))
-            object.__setattr__(self, "_digest", hashlib.sha256(text.encode()).hexdigest())
+            object.__setattr__(self, "_digest", digest(text))
         return self._digest
 
     def __eq__(self, other):
@@ -555,36 +559,52 @@ class Layer:
         return check_mu(spec, p)
 
     # -- theory and simulation
+    @property
+    def form(self) -> str:
+        r"""The layer's form, which with its kernel selects the engine (:meth:`engine`): 'plain', 'residual',
+        'weights', 'weights+residual', 'heads:sum' (heads summed, identical heads concatenated) or 'heads:concat'
+        (distinct heads concatenated).
+
+        Examples
+        --------
+        >>> Layer("tanh").form, Layer("tanh", heads=[np.eye(4), 2 * np.eye(4)]).form
+        ('plain', 'heads:concat')
+        """
+        if self.weights is not None:
+            return "weights+residual" if self.residual else "weights"
+        if self.heads is not None:
+            H = len(self.heads)
+            distinct = not all(np.array_equal(W, self.heads[0]) for W in self.heads[1:])
+            return "heads:concat" if self.readout == "concat" and H > 1 and distinct else "heads:sum"
+        return "residual" if self.residual else "plain"
+
     def engine(self, structure: str = "auto", backend: str = "numpy") -> str:
-        r"""The name of the theory engine of :data:`THEORY_ENGINES` that :meth:`theory` uses for this layer.
+        r"""The name of the theory engine of :data:`THEORY_ENGINES` that :meth:`theory` uses for this layer:
+        the one engine whose declared ``covers`` hold the layer's :attr:`form`, its kernel and, with weights,
+        the kernel's structure (:func:`symattn.backends.general_w_entry.kernel_structure`).
 
         - ``'paper'``: no weights, heads, residual or softmax (Theorem 1, docs/theory.md §5–6);
         - ``'general-w'`` / ``'hermite-blocks'``: ``weights`` (§12.1 free noise; §12.8 blocks for a
-          low-rank W, :func:`symattn.backends.general_w_entry.kernel_structure`);
+          low-rank W);
         - ``'residual'``: the paper's layer with the residual (§13.1);
         - ``'sum'``: heads summed, identical heads concatenated, or the residual of one W (§13.2);
         - ``'concat'``: distinct heads concatenated (the block pencil, §13.2);
         - ``'softmax'``: the row softmax (§13.3).
+
+        A layer that no engine covers (the softmax kernel with weights or heads) raises ParameterError naming
+        the feature and the engines that come closest.
 
         Examples
         --------
         >>> Layer("tanh").engine(), Layer(None, kernel="softmax").engine(), Layer("tanh", weights=np.eye(8)).engine()
         ('paper', 'softmax', 'general-w')
         """
-        if self.kernel == "softmax":
-            return "softmax"
-        if self.weights is not None:
-            if self.residual:
-                return "sum"
+        def kind():
             from .backends.general_w_entry import kernel_structure
 
-            kind = kernel_structure(self.weights, structure, backend=backend, diagonal=self.diagonal)
-            return "hermite-blocks" if kind == "blocks" else "general-w"
-        if self.heads is not None:
-            H = len(self.heads)
-            distinct = not all(np.array_equal(W, self.heads[0]) for W in self.heads[1:])
-            return "concat" if self.readout == "concat" and H > 1 and distinct else "sum"
-        return "residual" if self.residual else "paper"
+            return kernel_structure(self.weights, structure, backend=backend, diagonal=self.diagonal)
+
+        return THEORY_ENGINES.first(hints=_COVER_HINTS, form=self.form, kernel=self.kernel, structure=kind).name
 
     @known_keywords
     def theory(self, c, gamma, mu=None, geometry=None, n=None, correction=None, backend: str = "numpy", dps=None,
@@ -617,9 +637,9 @@ class Layer:
             Paper engine: how the bulk system is solved (:func:`symattn.theory.solve`).
         error : {'train', 'test'}
             The training (memorisation) error, or the test (generalisation) error
-            E_test = E(1/n)‖y′ − Φ′ᵀβ‖² of the readout on a fresh sequence
-            (:func:`symattn.generalization.solve_test`, docs/theory.md §14; paper engine, γ > 0,
-            no correction).
+            E_test = E(1/n)‖y′ − Φ′ᵀβ‖² of the readout on a fresh sequence, γ > 0, no correction
+            (docs/theory.md §14: :func:`symattn.generalization.solve_test` for the paper engine;
+            :func:`symattn.generalization.general_test_error` for weights and summed heads, §14.9).
         tokens : TokenLaw, dict or None
             The law of the sequence (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15). Tokens
             correlated in time or Markov labels: ridge regression on X (:func:`symattn.temporal.linear_errors`)
@@ -664,14 +684,18 @@ class Layer:
                 raise ParameterError(key, value if key != "mu" else "a vector",
                                      f"None (the default) with the {name!r} engine ({eng.theory})",
                                      hint=_OPTION_HINTS.get(key, ""))
-        if _zero_ridge(gamma) and name != "paper":   # the paper's test error: solve_test says why
+        if _zero_ridge(gamma) and not eng.zero_ridge:   # the paper's test error: solve_test says why
             raise ParameterError("gamma", 0.0, "gamma > 0 with weights=, mu=, residual=, heads= or kernel='softmax' "
                                  "(the ridgeless value gamma = 0 is of the paper's model only)")
-        if error == "test" and (name != "paper" or correction is not None):
-            raise ParameterError("error", "test", f"'train' with the {name!r} engine"
-                                 + (" and correction='finite-p'" if correction is not None else ""),
-                                 hint="the test-error theory (docs/theory.md §14) is of the paper's model, W = I + low "
-                                      "rank, asymptotic; simulate the others with error='test'")
+        THEORY_ENGINES.require(name, hints=_COVER_HINTS, error=error)
+        if error == "test" and backend != "numpy" and name != "paper":   # the general-W test theory is float64
+            raise ParameterError("error", "test", f"'train' with the {name!r} engine and backend={backend!r}",
+                                 hint="the test error of a layer with weights or heads (docs/theory.md §14.9) is "
+                                      "float64: backend='numpy'")
+        if correction is not None:   # the correction's own method of the backends (docs/theory.md §10)
+            from .theory import attention_method
+
+            METHODS.require(attention_method(method, correction), hints=_COVER_HINTS, error=error)
         kw = {k: v for k, v in given.items() if k in eng.options}
         if error == "test":
             kw["error"] = "test"
@@ -689,6 +713,7 @@ class Layer:
 
         if not isinstance(out, TheoryResult):
             out = _as_result(out, c, gamma, model, backend, dps, n)
+            out.error = error
         if failed:
             out.failures = failed
         if error == "train":   # every engine's values pass the same physical checks
@@ -696,7 +721,7 @@ class Layer:
         if self.p is None and n is not None and geometry is not None:
             from .backends.finite_p import warn_if_strong
 
-            if name != "paper":   # the paper's engine (symattn.solve) warns itself
+            if not eng.warns_finite_size:   # the paper's engine (symattn.solve) warns itself
                 warn_if_strong(geometry, n, np.unique(np.asarray(out.c, dtype=float)), stacklevel=_caller_level(),
                                correction=correction)
         out.parameters.update(layer=self.to_dict(), layer_digest=self.digest, engine=name)
@@ -871,9 +896,10 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
     from .theory import TheoryResult
 
     if model != "linear":
-        if layer.engine("auto", backend) != "paper":
-            raise ParameterError("tokens", law, "None (iid tokens and labels) with weights=, heads=, residual= or "
-                                                "kernel='softmax' and model='attention' or 'both'",
+        eng = THEORY_ENGINES[layer.engine("auto", backend)]
+        if "correlated" not in eng.covers["tokens"]:
+            raise ParameterError("tokens", law, f"None (iid tokens and labels) with the {eng.name!r} engine (weights=, "
+                                                "heads=, residual= or kernel='softmax') and model='attention' or 'both'",
                                  hint="the attention theory under time-correlated tokens is derived for the paper's "
                                       "model W = I + low rank only (docs/theory.md §15.5): take model='linear', or "
                                       "simulate this layer")
@@ -1112,18 +1138,31 @@ def _as_result(values, c, gamma, model, backend, dps, n):
 # ----------------------------------------------------------------------------- the engines
 @dataclass(frozen=True)
 class Engine:
-    """One theory engine of :data:`THEORY_ENGINES`: its name, the theory it evaluates, the options it takes.
+    """One theory engine of :data:`THEORY_ENGINES`: its name, the theory it evaluates, the options it takes and
+    the layers it covers.
 
     ``run(layer, c, gamma, *, model, backend, dps, n, errors, **options)`` returns a
     :class:`~symattn.theory.TheoryResult` or E (an array, or a dict per model). ``isolates``: the engine
     makes a failed point NaN itself under ``errors='nan'``; the others are run point by point when a call
-    fails (:meth:`Layer.theory`)."""
+    fails (:meth:`Layer.theory`). ``covers``: feature → the values it handles: the layer's ``form``
+    (:attr:`Layer.form`), ``kernel``, the weights' ``structure``, the ``error`` (train, test) and the
+    ``tokens`` (iid, correlated); :meth:`Layer.engine` picks the one engine that covers a layer.
+    ``zero_ridge``: it takes γ = 0; ``warns_finite_size``: it issues the FiniteSizeWarning of a strong signal itself.
+    :attr:`methods`: the methods of the backends' registry (:mod:`symattn.backends.registry`) it runs."""
 
     name: str
     theory: str
     options: tuple
     run: Callable
     isolates: bool = False
+    covers: dict = field(default_factory=dict)
+    zero_ridge: bool = False
+    warns_finite_size: bool = False
+
+    @property
+    def methods(self) -> tuple:
+        """The registered methods of the backends that serve this engine (``registry.methods(engine=name)``)."""
+        return backend_methods(engine=self.name)
 
 
 def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, correction=None, method=None,
@@ -1143,7 +1182,12 @@ def _paper(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None, co
                  diagonal=layer.diagonal, correction=correction, errors=errors, method=method)
 
 
-def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, structure=None):
+def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, structure=None, error="train"):
+    if error == "test":
+        from .generalization import general_test_error
+
+        return general_test_error(layer.activation, c, gamma, layer.weights, mu, model=model, n=n,
+                                  diagonal=layer.diagonal, errors=errors, structure=structure or "auto")
     from .backends.general_w_entry import general_memorization_error
 
     return general_memorization_error(layer.activation, c, gamma, layer.weights, mu, model=model, backend=backend,
@@ -1154,17 +1198,23 @@ def _general_w(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, stru
 def _softmax(layer, c, gamma, *, model, backend, dps, n, errors, geometry=None):
     from .variants import variant_error
 
-    if layer.weights is not None or layer.heads is not None:
-        raise ParameterError("kernel", layer.kernel, "'entrywise' with weights= or heads=",
-                             hint="the softmax theory (docs/theory.md §13.3) is of W = I + low rank: kernel='softmax' "
-                                  "without weights=; simulate the others with sa.simulate")
     return variant_error(layer.activation, c, gamma, geometry=geometry,
                          model=model, backend=backend, dps=dps, n=n, diagonal=layer.diagonal, residual=layer.residual,
                          kernel=layer.kernel, temperature=layer.temperature)
 
 
-def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geometry=None):
+def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geometry=None, error="train"):
     from .variants import variant_error
+
+    if error == "test":   # the 'sum' engine: summed general heads, or one W's residual (docs/theory.md §14.9)
+        if layer.weights is None and (layer.heads is None or layer.readout != "sum" and len(layer.heads) > 1):
+            raise ParameterError("error", "test", "'train' with the 'sum' engine for concatenated heads (readout='concat')",
+                                 hint="the test-error theory covers heads summed (readout='sum') and one W's residual")
+        from .generalization import general_test_error
+
+        return general_test_error(layer.activation, c, gamma, layer.weights, mu, model=model, n=n,
+                                  diagonal=layer.diagonal, errors=errors,
+                                  heads=None if layer.heads is None else list(layer.heads), residual=layer.residual)
 
     if layer.weights is not None:  # the residual layer of one head W: heads=[W] summed (docs/theory.md §13.1)
         return variant_error(layer.activation, c, gamma, model=model, backend=backend, dps=dps, n=n,
@@ -1175,20 +1225,40 @@ def _variant(layer, c, gamma, *, model, backend, dps, n, errors, mu=None, geomet
                          heads=None if layer.heads is None else list(layer.heads), readout=layer.readout, mu=mu)
 
 
-#: the theory engines, keyed by :meth:`Layer.engine`
-THEORY_ENGINES = {e.name: e for e in (
+def _covering(form, kernel=("entrywise",), **more):
+    """The ``covers`` of an engine: its layer forms and kernels; train error and iid tokens unless given."""
+    return {"form": form, "kernel": kernel, "error": ("train",), "tokens": ("iid",), **more}
+
+
+#: the theory engines, keyed by :meth:`Layer.engine` (which reads their ``covers``)
+THEORY_ENGINES = Registry("engine")
+for _engine in (
     Engine("paper", "Theorem 1: closed form, quadrature fallback (docs/theory.md §5-7, §10)",
-           ("geometry", "correction", "method"), _paper, isolates=True),
+           ("geometry", "correction", "method"), _paper, isolates=True,
+           covers=_covering(("plain",), error=("train", "test"), tokens=("iid", "correlated")), zero_ridge=True,
+           warns_finite_size=True),
     Engine("general-w", "general W, free elliptic noise (docs/theory.md §12.1)", ("mu", "structure"), _general_w,
-           isolates=True),
+           isolates=True, covers=_covering(("weights",), structure=("free",), error=("train", "test"))),
     Engine("hermite-blocks", "low-rank W, structured Hermite blocks (docs/theory.md §12.8)", ("mu", "structure"),
-           _general_w, isolates=True),
-    Engine("residual", "the residual layer X(I + K) (docs/theory.md §13.1)", ("geometry",), _variant),
+           _general_w, isolates=True,
+           covers=_covering(("weights",), structure=("blocks",), error=("train", "test"))),
+    Engine("residual", "the residual layer X(I + K) (docs/theory.md §13.1)", ("geometry",), _variant,
+           covers=_covering(("residual",))),
     Engine("sum", "summed heads, identical heads, one head's residual (docs/theory.md §13.1-13.2)", ("mu",),
-           _variant),
-    Engine("concat", "distinct heads concatenated: the block pencil (docs/theory.md §13.2)", ("mu",), _variant),
-    Engine("softmax", "the row softmax kernel (docs/theory.md §13.3)", ("geometry",), _softmax),
-)}
+           _variant, covers=_covering(("heads:sum", "weights+residual"), error=("train", "test"))),
+    Engine("concat", "distinct heads concatenated: the block pencil (docs/theory.md §13.2)", ("mu",), _variant,
+           covers=_covering(("heads:concat",))),
+    Engine("softmax", "the row softmax kernel (docs/theory.md §13.3)", ("geometry",), _softmax,
+           covers=_covering(("plain", "residual"), kernel=("softmax",))),
+):
+    THEORY_ENGINES.add(_engine)
+#: the hints of a combination that no engine (or method) covers
+_COVER_HINTS = {
+    "kernel": "the softmax theory (docs/theory.md §13.3) is of W = I + low rank: kernel='softmax' without weights= "
+              "or heads=; simulate the others with sa.simulate",
+    "error": "the test-error theory (docs/theory.md §14) is of the paper's model (asymptotic), of one weight matrix "
+             "and of summed heads (§14.9); simulate the others with error='test'",
+}
 _OPTION_HINTS = {
     "mu": "the paper's model takes its signal as geometry=; mu= is the vector of a layer with weights= or heads=",
     "geometry": "with weights= or heads= the signal is the vector mu=",
@@ -1326,9 +1396,12 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     f, c, gamma, geometry, model, backend, dps, n, diagonal, errors, tokens
         As :func:`memorization_error` (γ > 0; the paper's model W = I + Σ w_K w_Qᵀ).
     correction, residual, heads, readout, kernel, temperature, weights, mu, structure
-        The keywords of :func:`memorization_error`, so that both take the same ones; the test-error theory
-        is of the paper's model only, so any of them set to other than its default raises a ParameterError
-        that names it (measure those layers with ``simulate(..., error="test")``).
+        The keywords of :func:`memorization_error`, so that both take the same ones. The test-error theory
+        covers the paper's model (§14) and a layer with one weight matrix (``weights=``, an array, a .npy path or
+        ``minilm:LAYER[:HEAD]``; ``mu=`` its signal; docs/theory.md §14.9, the free-noise or Hermite-block
+        kernel of §12 by ``structure``); a layer whose engine has no test theory yet (heads, residual,
+        softmax, ``correction``) raises a ParameterError that names ``error`` and the engine (measure those
+        layers with ``simulate(..., error="test")``).
 
     Returns
     -------
@@ -1348,18 +1421,14 @@ def generalization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str =
     >>> E = generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear", tokens={"ar1": 0.8})
     >>> bool(E < generalization_error(c=1.0, gamma=1.0, geometry=Geometry(snr=1.0), model="linear"))
     True
+    >>> W = np.eye(24) + np.outer(np.ones(24), np.ones(24)) / 24
+    >>> bool(generalization_error("tanh", 0.5, 1.0, weights=W, mu=np.ones(24) / np.sqrt(24)) < 1)
+    True
     """
-    other = {"correction": (correction, None), "residual": (residual, False), "heads": (heads, None),
-             "readout": (readout, "concat"), "kernel": (kernel, "entrywise"), "temperature": (temperature, None),
-             "weights": (weights, None), "mu": (mu, None), "structure": (structure, "auto")}
-    for key, (value, default) in other.items():
-        if value is not None and not (isinstance(value, (str, bool)) and value == default):
-            shown = value if isinstance(value, (str, bool, int, float)) else type(value).__name__
-            raise ParameterError(key, shown, f"{default!r} (the default): the test-error theory is of the paper's model "
-                                 "W = I + Σ w_K w_Qᵀ (docs/theory.md §14)",
-                                 hint="simulate(..., error='test') measures the other layers")
     return memorization_error(f, c, gamma, geometry=geometry, model=model, backend=backend, dps=dps, n=n,
-                              diagonal=diagonal, errors=errors, error="test", tokens=tokens)
+                              diagonal=diagonal, correction=correction, errors=errors, residual=residual, heads=heads,
+                              readout=readout, kernel=kernel, temperature=temperature, weights=weights, mu=mu,
+                              structure=structure, error="test", tokens=tokens)
 
 
 @known_keywords

@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import ParameterError
 from .validation import known_keywords
-from .validation import _as_float_array, check_dps, check_int, check_nonnegative, check_positive
+from .validation import as_float_array, check_dps, check_int, check_nonnegative, check_positive
 
 __all__ = [
     "DIAGONAL_MODES", "Geometry", "KernelConstants", "as_geometry", "kernel_constants", "dimension",
@@ -144,7 +144,7 @@ class Geometry:
                  mu_wk: float = 0.0, mu_wq: float = 0.0, wk_wq: float = 0.0):
         vals = {"snr": snr, "wk2": wk2, "wq2": wq2, "mu_wk": mu_wk, "mu_wq": mu_wq, "wk_wq": wk_wq}
         for name, v in vals.items():
-            arr = _as_float_array(name, v)
+            arr = as_float_array(name, v)
             if arr.ndim != 0:
                 raise ParameterError(name, v, "a single real number")
         for name in ("snr", "wk2", "wq2"):
@@ -156,7 +156,7 @@ class Geometry:
     @classmethod
     def from_gram(cls, gram, rank: int | None = None) -> "Geometry":
         """Geometry from a (1+2r)×(1+2r) Gram matrix ordered (μ, w_K^{(1..r)}, w_Q^{(1..r)})."""
-        g = _as_float_array("gram", gram)
+        g = as_float_array("gram", gram)
         if g.ndim != 2 or g.shape[0] != g.shape[1] or g.shape[0] % 2 != 1 or g.shape[0] < 1:
             raise ParameterError("gram", getattr(g, "shape", g), "a square (1+2r)x(1+2r) matrix, r >= 0")
         r = (g.shape[0] - 1) // 2 if rank is None else check_int("rank", rank, 0)
@@ -169,13 +169,13 @@ class Geometry:
     @classmethod
     def from_vectors(cls, mu, wk=None, wq=None) -> "Geometry":
         """Geometry of explicit vectors: μ of shape (p,), w_K and w_Q of shape (p,) or (r, p)."""
-        mu = _as_float_array("mu", mu)
+        mu = as_float_array("mu", mu)
         if mu.ndim != 1:
             raise ParameterError("mu", mu.shape, "a vector of shape (p,)")
         p = mu.shape[0]
         ws = []
         for name, w in (("wk", wk), ("wq", wq)):
-            w = np.zeros((1, p)) if w is None else np.atleast_2d(_as_float_array(name, w))
+            w = np.zeros((1, p)) if w is None else np.atleast_2d(as_float_array(name, w))
             if w.shape[-1] != p:
                 raise ParameterError(name, w.shape, f"shape (p,) or (r, p) with p = {p} (the length of mu)")
             ws.append(w)

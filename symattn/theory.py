@@ -22,7 +22,7 @@ import numpy as np
 
 from .activations.activation import activation as _activation
 from .backends.context import FloatContext, context
-from .backends import closed_runtime as closed_form, solver
+from .backends import closed_runtime as closed_form, registry, solver
 from .errors import ConvergenceError, FailedPointsWarning, ParameterError, PrecisionWarning
 from .validation import known_keywords
 from .model import MODELS, as_geometry, check_c, check_gamma, kernel_constants
@@ -322,13 +322,12 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
     if model not in MODEL_CHOICES:
         raise ParameterError("model", model, "one of 'attention', 'linear', 'both'")
     method = closed_form.DEFAULT if method is None else method
-    if method not in closed_form.METHODS:
-        raise ParameterError("method", method, "'closed' or 'quadrature'")
     if errors not in ERRORS_CHOICES:
         raise ParameterError("errors", errors, "'raise' or 'nan'")
     from .backends import finite_p
 
     finite_p.check_correction(correction, n)
+    engine = registry.get(attention_method(method, correction))
     c_arr, g_arr = check_c(c), check_gamma(gamma)
     geom = as_geometry(geometry)
     ctx = context(backend, dps)
@@ -348,29 +347,19 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
                                  snr=geom.snr, dps=ctx.dps)
             info = {"activation": f.name, "diagonal": diagonal, "method": method}
             out.parameters.update(activation=f.name, diagonal=diagonal, a1=k.a1, s2=k.s2, nu=k.nu, d=k.d)
-            if correction == "finite-p":
+            if correction is not None:
                 info["correction"] = correction
-
-                def run(idx):
-                    return {"E": finite_p.finite_p_error(ctx, f, cb[idx], gb[idx], geom, n, diagonal=diagonal,
-                                                         point_info=info)}
-
-                if n is not None:
-                    finite_p.warn_if_strong(geom, n, cb, stacklevel=3, correction=correction)
-                found = {}
-                vals = _isolated(run, cb.size, errors, found)
-                out.attention = vals.get("E", np.full(cb.size, np.nan))
-                precision = None
-            else:
-                if n is not None:
-                    finite_p.warn_if_strong(geom, n, cb, stacklevel=3)
-                found = {}
-                vals = _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, found)
-                out.constants = _chopped(k)   # what the solver used; the traces are computed from it on demand
-                out.attention, out.F_attention, out.bulk = vals["E"], vals["F"], vals["e"]
-                out.residuals, out.iterations, out.precision = vals["residual"], vals["iterations"], vals["precision"]
+            if n is not None:
+                finite_p.warn_if_strong(geom, n, cb, stacklevel=3, correction=correction)
+            found = {}
+            vals = _attention_points(ctx, engine, f, k, cb, gb, geom, n, diagonal, info, errors, found)
+            out.attention, precision = vals["E"], vals.get("precision")
+            if "a1" in engine.inputs:   # what the solver used; the traces are computed from it on demand
+                out.constants = _chopped(k)
+            if engine.precision:   # the bulk solvers' own quantities (the closed form, quadrature)
+                out.F_attention, out.bulk, out.residuals = vals["F"], vals["e"], vals["residual"]
+                out.iterations, out.precision = vals["iterations"], precision
                 out.closed = np.asarray(vals["closed"], dtype=float).reshape(shape) == 1  # docs/theory.md §5.8
-                precision = out.precision
             _check_values(ctx, out.attention, precision, cb, gb, dict(info, model="attention"), found, failures, warned)
     _report(failures, warned, errors, out)
     for name in ("attention", "linear", "F_attention", "F_linear", "residuals"):
@@ -385,6 +374,50 @@ def solve(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "attention", b
 
 #: accepted values of ``errors`` (:func:`solve`)
 ERRORS_CHOICES = ("raise", "nan")
+
+
+def attention_method(method=None, correction=None) -> str:
+    r"""The registered method (:mod:`symattn.backends.registry`) that :func:`solve` runs for E_A.
+
+    ``method`` names one of the paper engine's asymptotic methods (``registry.methods(engine='paper',
+    model='attention', correction=None)``: 'closed', the default, or 'quadrature'); with a ``correction`` the
+    paper engine's method of that correction ('finite-p', docs/theory.md §10) runs instead.
+
+    Parameters
+    ----------
+    method : {None, 'closed', 'quadrature'}
+        As in :func:`solve` (None: :data:`symattn.backends.closed.DEFAULT`); another name raises ParameterError.
+    correction : {None, 'finite-p'}
+        As in :func:`solve`.
+
+    Returns
+    -------
+    str
+        The name of a method of :data:`symattn.backends.registry.METHODS`.
+
+    Examples
+    --------
+    >>> attention_method(), attention_method("quadrature"), attention_method(None, "finite-p")
+    ('closed', 'quadrature', 'finite-p')
+    >>> attention_method(None, "finite_p")
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid correction='finite_p': allowed None or 'finite-p'
+    """
+    names = registry.methods(engine="paper", model="attention", correction=None)
+    method = closed_form.DEFAULT if method is None else method
+    if method not in names:
+        raise ParameterError("method", method, " or ".join(map(repr, names)))
+    if correction is None:
+        return method
+    found = registry.methods(engine="paper", model="attention", correction=correction)
+    if not found:
+        known = dict.fromkeys(v for name in registry.methods(engine="paper", model="attention")
+                              for v in registry.get(name).covers["correction"])
+        raise ParameterError("correction", correction, " or ".join(map(repr, known)))
+    return found[0]
+
+
 #: an E_A whose estimated relative error exceeds this is solved again at higher precision, then warned about
 PRECISION_TARGET = 1e-8
 #: an E_A whose estimated relative error still exceeds this is a failure, not a result
@@ -398,7 +431,7 @@ LINEAR_FLOAT_C, LINEAR_FLOAT_GAMMA = (1e-4, 1e4), (1e-12, 1e6)
 def _linear_points(ctx, cb, gb, snr):
     """E_LR and F_LR (docs/theory.md §3) at the points; numpy points outside the verified range
     (:data:`LINEAR_FLOAT_C`, :data:`LINEAR_FLOAT_GAMMA`) are evaluated in mpmath (30 digits)."""
-    E = solver.linear_error(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(snr))
+    E = registry.call("linear", ctx, ctx.convert(cb), ctx.convert(gb), snr=ctx.convert(snr)).values
     F = _linear_F_values(ctx, ctx.convert(cb), ctx.convert(gb), ctx.convert(snr))
     if ctx.escalates:
         E, F = np.array(E, dtype=float, copy=True).reshape(-1), np.array(F, dtype=float, copy=True).reshape(-1)
@@ -407,7 +440,8 @@ def _linear_points(ctx, cb, gb, snr):
         if idx.size:
             mctx = context("mpmath", ESCALATION_DPS[0])
             with mctx:
-                Em = solver.linear_error(mctx, mctx.convert(cb[idx]), mctx.convert(gb[idx]), mctx.convert(snr))
+                Em = registry.call("linear", mctx, mctx.convert(cb[idx]), mctx.convert(gb[idx]),
+                                   snr=mctx.convert(snr)).values
                 Fm = _linear_F_values(mctx, mctx.convert(cb[idx]), mctx.convert(gb[idx]), mctx.convert(snr))
                 E[idx], F[idx] = mctx.to_float(Em), mctx.to_float(Fm)
     return E, F
@@ -487,45 +521,14 @@ def _point(c, gamma, info=None):
     return {"c": float(c), "gamma": float(gamma), **(info or {})}
 
 
-def _isolated(run, P, errors, failures):
-    """``run(idx)`` (a dict of arrays over the points idx) over all P points; with errors='nan' a
-    ConvergenceError splits the points in halves until the failing ones are isolated, which get
-    NaN and an entry in ``failures`` (index → (reason, error)). Returns the dict of (P,) arrays."""
-    out = {}
-
-    def store(idx, vals):
-        for key, v in vals.items():
-            if key not in out:
-                arr = np.asarray(v)
-                out[key] = np.full((P,) + arr.shape[1:], np.nan, dtype=object if arr.dtype == object else float)
-            out[key][idx] = v
-
-    def go(idx):
-        try:
-            vals = run(idx)
-        except ConvergenceError as err:
-            if errors == "raise":
-                raise
-            if len(idx) == 1:
-                failures[int(idx[0])] = (err.reason, err)
-                return
-            half = len(idx) // 2
-            go(idx[:half])
-            go(idx[half:])
-            return
-        store(idx, vals)
-
-    go(np.arange(P))
-    return out
-
-
-def _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, failures):
-    """E_A, F, the bulk solution, residuals, iterations and the precision estimate at every point
-    (dict of (P,) arrays), with the points that float64 (or the requested digits) cannot resolve
-    solved again in mpmath (:data:`ESCALATION_DPS`); failed points are NaN and in ``failures``."""
+def _attention_points(ctx, engine, f, k, cb, gb, geom, n, diagonal, info, errors, failures):
+    """E_A at every point by the registered method ``engine`` (with a precision estimate: also F, the bulk
+    solution, residuals, iterations and the estimate; dict of (P,) arrays), with the points that float64 (or
+    the requested digits) cannot resolve solved again in mpmath (:data:`ESCALATION_DPS`); failed points are
+    NaN and in ``failures``."""
     iterations = [0]
-    vals = _attention_run(ctx, k, cb, gb, geom, info, errors, failures, iterations)
-    for dps in ctx.ladder(ESCALATION_DPS):
+    vals = _attention_run(ctx, engine, f, k, cb, gb, geom, n, diagonal, info, errors, failures, iterations)
+    for dps in ctx.ladder(ESCALATION_DPS) if engine.precision else ():
         with np.errstate(invalid="ignore"):
             E_f = np.asarray(ctx.to_float(vals["E"]), dtype=float)
             bad = ~(vals["precision"] <= PRECISION_TARGET) | ~((E_f >= 0) & (E_f <= 1))
@@ -537,7 +540,8 @@ def _attention_points(ctx, f, k, cb, gb, geom, n, diagonal, info, errors, failur
         with mctx:
             km = kernel_constants(f, diagonal=diagonal, n=n, c=cb[idx] if n is not None else None,
                                   snr=geom.snr, dps=dps)
-            sub = _attention_run(mctx, km, cb[idx], gb[idx], geom, info, "nan", sub_failures, iterations)
+            sub = _attention_run(mctx, engine, f, km, cb[idx], gb[idx], geom, n, diagonal, info, "nan", sub_failures,
+                                 iterations)
         for j, i in enumerate(idx):
             if j in sub_failures or not sub["precision"][j] <= max(vals["precision"][i], PRECISION_TARGET):
                 continue  # mpmath did not do better here: keep the lower-precision value and its estimate
@@ -567,9 +571,14 @@ def _chopped(k):
     return dataclasses.replace(k, a1=chop(k.a1), d=chop(k.d))
 
 
-def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
-    """One backend's E_A, F, e, residual and precision estimate at the points (cs, gs), isolated
-    (:func:`_isolated`); adds the bulk iterations to ``iterations[0]``."""
+#: the per-point arrays of a method with a precision estimate, and their shapes at one point
+_SOLVER_KEYS = (("F", ()), ("e", (3,)), ("residual", ()), ("precision", ()), ("closed", ()))
+
+
+def _attention_run(ctx, engine, f, k, cs, gs, geom, n, diagonal, info, errors, failures, iterations):
+    """One backend's E_A at the points (cs, gs) by the registered method ``engine`` (with a precision estimate:
+    also F, e, residual, precision and where the closed form solved), isolated
+    (:func:`symattn.backends.closed_runtime.isolated`); adds the method's iterations to ``iterations[0]``."""
     k = _chopped(k)
     d_all = np.broadcast_to(np.asarray(k.d, dtype=object), cs.shape) if np.ndim(k.d) else None
     gram = ctx.convert(geom.gram)
@@ -577,15 +586,16 @@ def _attention_run(ctx, k, cs, gs, geom, info, errors, failures, iterations):
 
     def run(idx):
         d = k.d if d_all is None else ctx.asarray(d_all[idx])
-        # the closed form where it applies, quadrature elsewhere (docs/theory.md §5.8)
-        got = closed_form.attention_points(ctx, ctx.convert(cs[idx]), ctx.convert(gs[idx]), k.a1, k.s2, d, gram,
-                                           geom.rank, point_info=point_info, method=info.get("method", "closed"))
-        iterations[0] += got.pop("iterations")
-        return got
+        got = registry.call(engine.name, ctx, ctx.convert(cs[idx]), ctx.convert(gs[idx]), a1=k.a1, s2=k.s2, d=d,
+                            gram=gram, rank=geom.rank, f=f, geometry=geom, n=n, diagonal=diagonal,
+                            point_info=point_info)
+        iterations[0] += got.iterations or 0
+        arrays = {"E": got.values, "residual": got.residuals, "precision": got.precision, **got.extras()}
+        return {key: v for key, v in arrays.items() if v is not None}
 
-    vals = _isolated(run, cs.size, errors, failures)
+    vals = closed_form.isolated(run, cs.size, errors, failures)
     dtype = ctx.dtype
-    for key, shape in (("E", ()), ("F", ()), ("e", (3,)), ("residual", ()), ("precision", ()), ("closed", ())):
+    for key, shape in (("E", ()),) + (_SOLVER_KEYS if engine.precision else ()):
         if key not in vals:  # every point failed
             vals[key] = np.full((cs.size,) + shape, np.nan, dtype=dtype if key in ("E", "F", "e") else float)
     return vals
@@ -675,8 +685,8 @@ def ridgeless(f, c, gamma, geometry=None, model: str = "attention", backend: str
     geom = as_geometry(geometry)
     ctx = context(backend, dps)
     models = ("attention", "linear") if model == "both" else (model,)
-    if method is not None and method not in closed_form.METHODS:
-        raise ParameterError("method", method, "'closed' or 'quadrature'")
+    if method is not None:
+        attention_method(method)
     kw = dict(geometry=geometry, backend=backend, dps=dps, n=n, diagonal=diagonal, correction=correction,
               errors=errors, method=method)
     out = {}

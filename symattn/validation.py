@@ -63,7 +63,18 @@ def _not_a_number(value) -> bool:
     return False
 
 
-def _as_float_array(name: str, value) -> np.ndarray:
+def as_float_array(name: str, value) -> np.ndarray:
+    """``value`` as a float array of finite real numbers (at least one), or ParameterError naming ``name``.
+
+    Examples
+    --------
+    >>> as_float_array("c", [0.5, 2]).tolist()
+    [0.5, 2.0]
+    >>> as_float_array("c", float("nan"))
+    Traceback (most recent call last):
+    ...
+    symattn.errors.ParameterError: invalid c=nan: allowed finite real numbers (no NaN or inf)
+    """
     if _not_a_number(value):
         raise ParameterError(name, value, "a real number or an array of real numbers (not None, a bool or a string)")
     try:
@@ -79,7 +90,7 @@ def _as_float_array(name: str, value) -> np.ndarray:
 
 def check_positive(name: str, value, upper: float | None = None) -> np.ndarray:
     """Return ``value`` as a float array after checking 0 < value (< upper)."""
-    arr = _as_float_array(name, value)
+    arr = as_float_array(name, value)
     allowed = f"0 < {name}" + (f" <= {upper:g}" if upper is not None else " < inf")
     if np.any(arr <= 0) or (upper is not None and np.any(arr > upper)):
         raise ParameterError(name, value if arr.ndim == 0 else arr.tolist(), allowed)
@@ -87,7 +98,7 @@ def check_positive(name: str, value, upper: float | None = None) -> np.ndarray:
 
 
 def check_nonnegative(name: str, value) -> float:
-    arr = _as_float_array(name, value)
+    arr = as_float_array(name, value)
     if arr.ndim != 0 or arr < 0:
         raise ParameterError(name, value, f"a single real number {name} >= 0")
     return float(arr)

@@ -219,8 +219,6 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None, residu
     >>> bool(0 < E[0] < 1)
     True
     """
-    import dataclasses
-
     try:
         from .backends import general_w as gw
 
@@ -231,27 +229,56 @@ def general_sum_error(f, c, gamma, heads, mu=None, diagonal="f", cs=None, residu
     del needed
     if cs is not None and np.any(np.asarray(cs, dtype=float) != c):
         raise ParameterError("c", list(np.unique(cs)), "a single c for general heads")
+    heads = [np.asarray(W, dtype=float) for W in heads]
+    if _summed_blocks(heads, mu, diagonal):
+        return _summed_block_error(_activation(f), c, gamma, heads, residual)
+    return gw.model_error(general_sum_model(f, c, heads, mu, diagonal, residual)[0], gamma)["E"]
+
+
+def _summed_blocks(heads, mu, diagonal) -> bool:
+    """Whether the sum of the heads takes the Hermite blocks (low-rank heads, μ = 0, diagonal 'f')."""
+    return len(heads) > 1 and (mu is None or not np.any(mu)) and diagonal == "f" and concat_structure(heads) == "blocks"
+
+
+def general_sum_model(f, c, heads, mu=None, diagonal="f", residual: bool = False):
+    r"""The model of Φ = X(δI + Σ_h K_h) for general heads (δ = 1 with ``residual``; :func:`general_sum_error`):
+    ``(m, blocks, nodes)``, m the :class:`~symattn.backends.general_w.GeneralWModel` of the summed kernel, and for
+    low-rank heads at μ = 0 (diagonal 'f') their Hermite blocks and token nodes (:func:`_summed_block_model`),
+    else ``(m, None, None)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m, blk, nodes = general_sum_model("tanh", 0.5, [np.eye(12)], residual=True)
+    >>> m0 = general_sum_model("tanh", 0.5, [np.eye(12)])[0]
+    >>> m.p, blk is None, bool(np.allclose(m.kappa - m0.kappa, 1.0))   # the residual's identity on the diagonal
+    (12, True, True)
+    """
+    import dataclasses
+
+    from .backends import general_w as gw
+
     f = _activation(f)
     heads = [np.asarray(W, dtype=float) for W in heads]
-    if len(heads) > 1 and (mu is None or not np.any(mu)) and diagonal == "f" and concat_structure(heads) == "blocks":
-        return _summed_block_error(f, c, gamma, heads, residual)
+    if _summed_blocks(heads, mu, diagonal):
+        return _summed_block_model(f, c, heads, residual)
     ms = [gw.general_w_model(f, c, W, mu, diagonal=diagonal) for W in heads]
     m = ms[0] if len(heads) == 1 else _summed_model(gw, f, c, heads, ms, mu, diagonal)
     if residual:  # I + Σ_h K_h: the identity lands on the kernel's diagonal
         m = dataclasses.replace(m, kappa=np.asarray(m.kappa, dtype=float) + 1.0)
-    return gw.model_error(m, gamma)["E"]
+    return m, None, None
 
 
-def _summed_block_error(f, c, gamma, heads, residual: bool = False, blocks=None, tokens=None, pairs=None):
-    r"""E of Σ_h K_h for low-rank heads at μ = 0 with each head's Hermite blocks (docs/theory.md §13.2): one kernel
-    with linear part (1/c)YᵀW̃Y, W̃ = Σ_h b1_h W_h/b1_1, every head's blocks with their token scales in the one
+def _summed_block_model(f, c, heads, residual: bool = False, blocks=None, tokens=None, pairs=None):
+    r"""The model of Σ_h K_h for low-rank heads at μ = 0 with each head's Hermite blocks (docs/theory.md §13.2): one
+    kernel with linear part (1/c)YᵀW̃Y, W̃ = Σ_h b1_h W_h/b1_1, every head's blocks with their token scales in the one
     pencil (Σ_xx(i) −= Σ_b ρv_{b,i}² φ_b ĝ_{b,wu}, Σ_uw(i) −= Σ_b ρu_{b,i}² φ_b ĝ_{b,xx}), the remainders summed with
     the cross-head covariances of :class:`_ConcatModel` (σ² = Σ_hk R_hk, σ²τ = Σ_hk T_hk) and the diagonal
-    Σ_h κ_h of each sampled token; solved by :func:`~symattn.backends.general_w.hermite.block_model_error`."""
+    Σ_h κ_h of each sampled token: (m, blocks, nodes) for
+    :func:`~symattn.backends.general_w.hermite.block_model_error`."""
     import dataclasses
 
     from .backends import general_w as gw
-    from .backends.general_w.hermite import block_model_error
 
     cm = _ConcatModel(f, c, heads, "f", structure="blocks", blocks=blocks, tokens=tokens, pairs=pairs)
     cb = cm.blocks
@@ -262,7 +289,15 @@ def _summed_block_error(f, c, gamma, heads, residual: bool = False, blocks=None,
     m = dataclasses.replace(m0, a1=a1, sigma2=max(s2, 0.0), tau=min(max(s2tau / s2, -1.0), 1.0) if s2 > 1e-300 else 0.0)
     kappa = np.sum(cm.kappa, axis=1) + (1.0 if residual else 0.0)
     blk = [] if cb is None else [(m2, ru, rv) for _, m2, ru, rv in cb.blocks]
-    return block_model_error(m, gamma, blk, {"kappa": kappa, "w": cm.kw})
+    return m, blk, {"kappa": kappa, "w": cm.kw}
+
+
+def _summed_block_error(f, c, gamma, heads, residual: bool = False, blocks=None, tokens=None, pairs=None):
+    """E of :func:`_summed_block_model` by :func:`~symattn.backends.general_w.hermite.block_model_error`."""
+    from .backends.general_w.hermite import block_model_error
+
+    m, blk, nodes = _summed_block_model(f, c, heads, residual, blocks, tokens, pairs)
+    return block_model_error(m, gamma, blk, nodes)
 
 
 def _summed_model(gw, f, c, heads, ms, mu, diagonal):

@@ -43,20 +43,28 @@ def test_import_layers_and_no_cycles():
     pytest.importorskip("importlinter")
     proc = _lint(ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "3 kept, 0 broken" in proc.stdout
+    assert "4 kept, 0 broken" in proc.stdout
 
 
-@pytest.mark.parametrize("module, upward", [("model.py", "from .cli import main"),
-                                            ("systems/bulk.py", "from ..backends import solver"),
-                                            ("backends/solver.py", "from .. import theory")])
+def _copy_package(tmp_path):
+    """symattn/, the top-level verification/ (symattn.verification) and pyproject.toml, into tmp_path."""
+    import shutil
+
+    for folder in ("symattn", "verification"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+
+
+@pytest.mark.parametrize("module, upward", [("symattn/model.py", "from .cli import main"),
+                                            ("symattn/systems/bulk.py", "from ..backends import solver"),
+                                            ("symattn/backends/solver.py", "from .. import theory"),
+                                            ("verification/checks.py", "from symattn.cli import main")])
 def test_layer_contract_fails_on_an_upward_import(tmp_path, module, upward):
     """The contract can fail: a copy of the package with one upward import breaks it."""
     pytest.importorskip("importlinter")
-    import shutil
 
-    shutil.copytree(ROOT / "symattn", tmp_path / "symattn", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    with open(tmp_path / "symattn" / module, "a") as fh:
+    _copy_package(tmp_path)
+    with open(tmp_path / module, "a") as fh:
         fh.write(f"\n\ndef _upward():\n    {upward}\n")
     proc = _lint(tmp_path)
     assert proc.returncode != 0 and "BROKEN" in proc.stdout, proc.stdout[-2000:]
@@ -65,10 +73,8 @@ def test_layer_contract_fails_on_an_upward_import(tmp_path, module, upward):
 def test_cycle_contract_fails_on_a_cycle(tmp_path):
     """A cycle between two sibling modules of one layer (theory <-> montecarlo) breaks the second contract."""
     pytest.importorskip("importlinter")
-    import shutil
 
-    shutil.copytree(ROOT / "symattn", tmp_path / "symattn", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    _copy_package(tmp_path)
     for mod, other in (("theory.py", "montecarlo"), ("montecarlo.py", "theory")):
         with open(tmp_path / "symattn" / mod, "a") as fh:
             fh.write(f"\n\ndef _cycle():\n    from . import {other}\n")
@@ -104,15 +110,11 @@ def test_every_cited_document_is_in_the_repository():
 
 
 def test_only_symattn_is_installed():
-    """setuptools' package discovery, as configured in pyproject.toml, finds symattn and its subpackages only."""
-    from setuptools import find_packages
-
+    """The packages pyproject.toml installs are symattn and its subpackages only: symattn.verification comes from
+    the top-level verification/ (package-dir); tests/test_install_layout.py checks the list against the folders."""
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "package-dir" not in cfg or set(cfg["package-dir"]) <= {"symattn"} or all(
-        k.startswith("symattn") for k in cfg["package-dir"])
-    found = find_packages(where=str(ROOT), **cfg["packages"]["find"])
-    assert "symattn" in found and "symattn.verification" in found
-    assert {p.split(".")[0] for p in found} == {"symattn"}, found
+    assert {p.split(".")[0] for p in cfg["packages"]} == {"symattn"}, cfg["packages"]
+    assert "symattn.verification" in cfg["packages"] and cfg["package-dir"] == {"symattn.verification": "verification"}
 
 
 def test_tests_do_not_import_derivations():

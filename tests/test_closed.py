@@ -199,7 +199,7 @@ def test_continuation_start_changes_nothing():
     np.testing.assert_allclose(r.E, E, rtol=1e-13)
 
 
-def test_scaled_woodbury_equals_exact(monkeypatch):
+def test_scaled_woodbury_equals_exact():
     """The equilibrated float64 Woodbury solve = the exact rational one (every point forced exact) to
     1e-12 where I + ĈΓ is badly scaled (γ down to 1e-6, a strong signal)."""
     from symattn.backends import solver
@@ -212,10 +212,10 @@ def test_scaled_woodbury_equals_exact(monkeypatch):
     a1 = np.full(g.size, 0.6)
     A = solver.kernel_coefficients(ctx, a1, G, 1)
     rc = np.sqrt(np.full(g.size, 0.5))
-    F, Fd, kappa = closed.woodbury_scaled(ctx, T, T_dot, A, G, 1, rc, a1=a1, centred=U)
-    assert np.all(kappa > 0)            # none needed the exact step ...
-    monkeypatch.setattr(solver, "WOODBURY_COND", -1.0)   # ... which now solves every point
-    F0, Fd0 = solver.woodbury(ctx, T, T_dot, A, G, 1, rc, a1=a1, centred=U)
+    F, Fd = out = solver.woodbury(ctx, T, T_dot, A, G, 1, rc, a1=a1, centred=U)
+    assert np.all(out.kappa > 0)        # none needed the exact step ...
+    F0, Fd0 = ex = solver.woodbury(ctx, T, T_dot, A, G, 1, rc, a1=a1, centred=U, exact=np.ones(g.size, dtype=bool))
+    assert np.all(ex.kappa == 0)        # ... which now solved every point
     np.testing.assert_allclose(F, F0, rtol=1e-12)
     np.testing.assert_allclose(Fd, Fd0, rtol=1e-12)
 
@@ -450,4 +450,4 @@ def test_runtime_is_numpy_only_and_names_no_arithmetic():
     ci = sp.Symbol("ci")
     for k in range(12):
         exact = sp.Poly(sp.expand(mp_moment(k).subs(c_sym, 1 / ci)), ci).all_coeffs()
-        assert closed._moment_coefficients(k) == tuple(int(x) for x in exact), k
+        assert closed.moment_coefficients(k) == tuple(int(x) for x in exact), k

@@ -1,7 +1,7 @@
 """Tests of ``symattn codegen``: generated standalone solvers in closed form (issue 5, 11, 15 item 4).
 
 A generated module carries the closed-form runtime (:mod:`symattn.backends.closed_runtime`,
-docs/theory.md §5.8) and the closed kernels printed for one activation. It is compared with
+docs/theory.md §5.8) with its per-point quadrature fallback, and the kernels printed for one activation. It is compared with
 ``symattn.solve`` (relative 1e-12 in float64, 1e-25 for the mpmath variant at 40 digits) on a grid
 with c < 1, c = 1 and c > 1, ranks 1 and 2, the finite-p diagonal d_n, and he3 with its diagonal
 zeroed (a1 = d = 0) at gamma = 1e-8. Where ``symattn solve`` itself is not accurate to 1e-12 in
@@ -205,12 +205,29 @@ def test_imports_only_numpy_and_scipy(tanh_solver, he3_zero):
 
 
 def test_generated_from_the_closed_form(tanh_solver):
-    """The module carries the closed-form runtime and no quadrature: it stays small."""
+    """The module carries the closed-form runtime and, as its per-point fallback, the quadrature solver."""
     path, m = tanh_solver
     src = path.read_text()
     assert "CLOSED = {" in src and "def _divided_basis(" in src and "def attention_closed(" in src
-    assert "mp_nodes" not in src and "integrate_many" not in src
-    assert src.count("\n") < 4000   # the library's closed form, with its error estimate (3.4k lines for tanh)
+    assert "def attention_points(" in src and "def solve_bulk(" in src and "def isolated(" in src
+    assert src.count("\n") < 5000   # the library's closed form and quadrature solver (4.5k lines)
+
+
+def test_per_point_fallback_matches_solve(tmp_path):
+    """Issue 39: a new activation, x exp(-x^2/4), where the closed form does not apply at some points (c = 1, 2;
+    gamma ~ 1e-6..2e-3: symattn.solve takes quadrature at 7 of these 120 points, and the generated solver used to
+    raise ConvergenceError there): the generated solver takes the same fallback and matches symattn.solve to
+    1e-10 on c in {0.5, 1, 2} x 40 log-spaced gamma in [1e-6, 10], with no exception."""
+    f = "x*exp(-x**2/4)"
+    path = write_solver(f, tmp_path / "gauss_solver.py", generated=STAMP)
+    m = _load(path, "_codegen_test_fallback")
+    gamma = np.logspace(-6, 1, 40)
+    fallback = 0
+    for c in (0.5, 1.0, 2.0):
+        ref = sa.solve(f, c, gamma)
+        fallback += int(np.sum(ref.closed < 1))
+        assert _max_rel(m.attention_error(c, gamma), ref.E) <= 1e-10, c
+    assert fallback >= 3   # the grid does exercise the fallback
 
 
 def test_generated_file_passes_pyflakes(tanh_solver, he3_zero):
@@ -262,17 +279,23 @@ def test_convergence_error_and_unit_guard(tanh_solver, monkeypatch):
     """No convergence raises ConvergenceError (exit code 3); an E outside [0, 1] is never returned."""
     path, _ = tanh_solver
     m = _load(path, "_codegen_test_noconv")
-    m.NEWTON_MAX_ITER = 0   # the carried runtime's (symattn.backends.closed_runtime) Newton iterations
-    with pytest.raises(m.ConvergenceError, match="closed form") as info:
+    m.NEWTON_MAX_ITER = 0   # the carried runtime's (symattn.backends.closed_runtime) Newton iterations ...
+    m.QUADRATURE_NEWTON_MAX_ITER = m.FIXED_POINT_MAX_ITER = 0   # ... and those of its quadrature fallback
+    with pytest.raises(m.ConvergenceError, match="no convergence") as info:
         m.attention_error(0.5, 0.1)
     assert info.value.point["gamma"] == 0.1
     assert m.main(["--c", "0.5", "--gamma", "0.1"]) == 3
+    assert np.isnan(m.attention_error(0.5, [0.1, 1.0], errors="nan")).all()
     g = _load(path, "_codegen_test_guard")
-    real = g.woodbury_scaled
-    monkeypatch.setattr(g, "woodbury_scaled", lambda *a, **k: (real(*a, **k)[0], -2 * np.ones(len(a[1])),
-                                                               real(*a, **k)[2]))  # E = 2 gamma^2
+    real = g.woodbury
+    monkeypatch.setattr(g, "woodbury", lambda *a, **k: g.WoodburyResult(real(*a, **k)[0], -2 * np.ones(len(a[1])),
+                                                                         real(*a, **k).kappa))  # E = 2 gamma^2
     with pytest.raises(g.ConvergenceError, match=r"not in \[0, 1\]"):
         g.attention_error(0.5, 1.0)
+    E = g.attention_error(0.5, [0.1, 1.0], errors="nan")   # the point with E = 2 alone is NaN
+    assert E[0] == pytest.approx(2 * 0.1**2, rel=1e-12) and np.isnan(E[1])
+    with pytest.raises(ValueError, match="errors"):
+        g.attention_error(0.5, 1.0, errors="ignore")
 
 
 def test_bad_input(tanh_solver, capsys):

@@ -3,7 +3,7 @@
 - The Sphinx build passes with warnings as errors (``-W --keep-going``), and its output has the
   pages the site promises: the index, an API page with a Parameters section for each public
   name, the CLI reference generated from the parser, the theory with its math.
-- The docstring examples pass (``pytest --doctest-modules symattn``), and so do the examples of
+- The docstring examples pass (``pytest --doctest-modules symattn verification``), and so do the examples of
   the getting-started page and of the tutorials (plain MyST pages whose ``>>>`` blocks are
   doctests: the numbers they quote are the numbers the code gives).
 - The built site works in a real browser: headless Chromium, driven over the DevTools protocol,
@@ -363,10 +363,11 @@ _DOCTESTS: dict = {}
 
 
 def _start_doctests() -> subprocess.Popen:
-    """``pytest --doctest-modules symattn`` in a subprocess, started once: the site fixture starts it
+    """``pytest --doctest-modules symattn verification`` in a subprocess, started once: the site fixture starts it
     before the Sphinx build, so that the two run side by side (the docs tests stay under 2 minutes)."""
     if "proc" not in _DOCTESTS:
-        cmd = [sys.executable, "-m", "pytest", "--doctest-modules", "symattn", "-q", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", "--doctest-modules", "symattn", "verification", "-q",
+               "-p", "no:cacheprovider",
                "-o", "addopts=", "--rootdir", str(ROOT)]
         env = dict(os.environ, MPLBACKEND="Agg")
         _DOCTESTS["proc"] = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -385,7 +386,8 @@ def _stop_doctests():
 
 
 def test_docstring_examples():
-    """``pytest --doctest-modules symattn``: every docstring example of the package runs."""
+    """``pytest --doctest-modules symattn verification``: every docstring example of the package runs (verification/
+    is symattn.verification, installed by package-dir)."""
     proc = _start_doctests()
     try:
         stdout, stderr = proc.communicate(timeout=1200)

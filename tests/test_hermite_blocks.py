@@ -184,12 +184,12 @@ def test_closed_form_jacobian_equals_complex_steps(fname):
         st = gc._solve(m, z, blocks, nodes, tr)[0]
         out, J, Jz, _ = gc._jacobians(m, st, z, blocks, nodes, tr)
         eta = 1e-20
-        ref = np.stack([gc._dyson_map(m, st + 1j * eta * e, z, blocks, nodes, tr)[0].imag / eta
+        ref = np.stack([gc.dyson_map(m, st + 1j * eta * e, z, blocks, nodes, tr)[0].imag / eta
                         for e in np.eye(st.size)], 1)
         np.testing.assert_allclose(J, ref, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref)))
-        ref_z = gc._dyson_map(m, st.astype(complex), complex(z, eta), blocks, nodes, tr)[0].imag / eta
+        ref_z = gc.dyson_map(m, st.astype(complex), complex(z, eta), blocks, nodes, tr)[0].imag / eta
         np.testing.assert_allclose(Jz, ref_z, rtol=1e-9, atol=1e-12 * np.max(np.abs(ref_z)))
-        np.testing.assert_allclose(out, gc._dyson_map(m, st, z, blocks, nodes, tr)[0], rtol=1e-13)
+        np.testing.assert_allclose(out, gc.dyson_map(m, st, z, blocks, nodes, tr)[0], rtol=1e-13)
 
 
 @pytest.mark.parametrize("with_mu", [False, True])
@@ -413,8 +413,9 @@ def test_quadrature_constants_are_deterministic():
     f, W = sa.activation("tanh"), _low_rank(p=40, r=6, seed=2)
     k1 = bc.hermite_block_constants(f, W, max_rank=40)
     assert bc.hermite_block_constants(f, W.copy(), max_rank=40) is k1
-    bc._CONSTANTS.clear()
-    latent._RULES.clear()
+    bc.CONSTANTS.clear()
+    latent.RULES.clear()
+    latent.BASE_RULES.clear()
     k2 = bc.hermite_block_constants(f, W, max_rank=40)
     a = [getattr(k1, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]
     b = [getattr(k2, n) for n in ("b0", "b1", "b3", "b31", "rest_var", "rest_tau")]

@@ -417,7 +417,7 @@ def test_finite_p_diagonal_is_used_with_n():
 def test_non_convergence_raises_convergence_error(monkeypatch):
     """One Newton step and one fixed-point step cannot solve the system: ConvergenceError."""
     monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
-    monkeypatch.setattr(solver, "NEWTON_MAX_ITER", 1)
+    monkeypatch.setattr(solver, "QUADRATURE_NEWTON_MAX_ITER", 1)
     monkeypatch.setattr(solver, "FIXED_POINT_MAX_ITER", 1)
     monkeypatch.setattr(FloatContext, "max_nodes", 256)  # keep the (futile) node doubling short
     with pytest.raises(ConvergenceError) as info:
@@ -432,7 +432,7 @@ def test_non_convergence_raises_convergence_error(monkeypatch):
 
 def test_non_convergence_is_reported_as_such(monkeypatch):
     monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
-    monkeypatch.setattr(solver, "NEWTON_MAX_ITER", 1)
+    monkeypatch.setattr(solver, "QUADRATURE_NEWTON_MAX_ITER", 1)
     monkeypatch.setattr(solver, "FIXED_POINT_MAX_ITER", 1)
     monkeypatch.setattr(FloatContext, "max_nodes", 256)
     with pytest.raises(ConvergenceError) as info:
@@ -461,7 +461,7 @@ def test_wrong_branch_is_rejected(corrupt):
     k = sa.kernel_constants(f)
     c, g = np.array([1.0, 0.5]), np.array([0.1, 1.0])
     sol = solver.solve_bulk(ctx, c, g, k.a1, k.s2, k.d)
-    solver._check_branch(ctx, sol, {"activation": "tanh"}, c, g)  # physical: no error
+    solver.check_branch(ctx, sol, {"activation": "tanh"}, c, g)  # physical: no error
     e = sol.e.copy()
     if corrupt == "e1_negative":
         e[1, 0] = -e[1, 0]
@@ -473,7 +473,7 @@ def test_wrong_branch_is_rejected(corrupt):
         e[1, 2] = np.nan
     sol.e = e
     with pytest.raises(ConvergenceError) as info:
-        solver._check_branch(ctx, sol, {"activation": "tanh"}, c, g)
+        solver.check_branch(ctx, sol, {"activation": "tanh"}, c, g)
     assert info.value.reason.startswith("wrong branch")
     assert info.value.point["c"] == 0.5 and info.value.point["gamma"] == 1.0
 

@@ -88,7 +88,7 @@ def expanded_reference(f, c, gamma, geometry, dps=60, diagonal="f"):
         centred = np.array([[T[0, 6] - 1, T[0, 7] - 1 / cc, T[0, 8] - (1 + 1 / cc) / cc]], dtype=object)
         gram = ctx.convert(geometry.gram)[None]
         A = solver.kernel_coefficients(ctx, k.a1, gram, geometry.rank)
-        Gam, Gdot, Ch = (M[0] for M in solver._woodbury_matrices(
+        Gam, Gdot, Ch = (M[0] for M in solver.coupling_matrices(
             KERNELS["mpmath"], np.concatenate([T[:, :6], centred], axis=1), T_dot, A, gram, geometry.rank,
             ctx.sqrt(cm), 1, object))
         N = Gam.shape[0]
@@ -210,7 +210,7 @@ def test_impossible_value_raises_with_diagnostics(monkeypatch):
         E, F, sol = real(*args, **kwargs)
         return E * 0 + 2.0, F, sol
 
-    monkeypatch.setattr(solver, "attention_error", broken)
+    monkeypatch.setattr(closed, "quadrature_error", broken)   # the fallback as the closed form calls it
     monkeypatch.setattr(theory, "ESCALATION_DPS", ())
     with pytest.raises(ConvergenceError) as info:
         sa.memorization_error("tanh", 0.5, [0.1, 1.0])
@@ -228,7 +228,7 @@ def test_escalation_replaces_a_bad_float_value(monkeypatch):
         E, F, sol = real(ctx, *args, **kwargs)
         return (E * 0 + 2.0 if ctx.name == "numpy" else E), F, sol
 
-    monkeypatch.setattr(solver, "attention_error", broken)
+    monkeypatch.setattr(closed, "quadrature_error", broken)   # the fallback as the closed form calls it
     E = value("tanh", 0.5, 1.0)
     monkeypatch.undo()
     assert E == pytest.approx(value("tanh", 0.5, 1.0), rel=1e-13)
@@ -273,7 +273,7 @@ def test_precision_warning_and_failure(monkeypatch):
     naming the point; above 1e-3 it is a failure."""
     monkeypatch.setattr(closed, "DEFAULT", "quadrature")  # the quadrature solver's failure handling
     for estimate, expect in ((1e-6, "warn"), (1e-2, "fail")):
-        monkeypatch.setattr(solver, "precision_estimate", lambda *a, _e=estimate, **k: np.full(np.shape(a[4]), _e))
+        monkeypatch.setattr(closed, "precision_estimate", lambda *a, _e=estimate, **k: np.full(np.shape(a[4]), _e))
         monkeypatch.setattr(theory, "ESCALATION_DPS", (20,))
         if expect == "warn":
             with pytest.warns(PrecisionWarning) as rec:

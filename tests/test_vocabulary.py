@@ -53,19 +53,23 @@ def test_keyword_check_keeps_the_signature():
 
 def test_generalization_error_takes_the_keywords_of_memorization_error():
     """Issue 35: generalization_error(..., weights=...) raised a bare TypeError. It takes every keyword of
-    memorization_error and refuses those of layers its theory does not cover with a ParameterError that
-    names them."""
+    memorization_error; issue 36: one weight matrix has a test theory (a value), a layer whose engine (or method)
+    has none raises a one-line ParameterError naming ``error`` and it, an inconsistent keyword names itself."""
     import numpy as np
 
     mem = set(inspect.signature(sa.memorization_error).parameters) - {"error"}
     gen = set(inspect.signature(sa.generalization_error).parameters)
     assert mem <= gen
-    given = {"weights": np.eye(20), "heads": [np.eye(20)] * 2, "residual": True, "kernel": "softmax",
-             "temperature": 2.0, "mu": np.ones(20), "correction": "finite-p", "readout": "sum", "structure": "free"}
-    for key, value in given.items():
+    assert np.isfinite(sa.generalization_error("tanh", 0.5, 0.1, weights=np.eye(20)))
+    expected = {"heads": ([np.eye(20), 2 * np.eye(20)], "error"), "residual": (True, "error"), "kernel": ("softmax", "error"),
+                "correction": ("finite-p", "error"), "temperature": (2.0, "temperature"), "mu": (np.ones(20), "weights"),
+                "readout": ("sum", "readout"), "structure": ("free", "structure")}
+    for key, (value, name) in expected.items():
         with pytest.raises(ParameterError) as info:
             sa.generalization_error("tanh", 0.5, 0.1, **{key: value})
-        assert info.value.name == key and "\n" not in str(info.value), key
+        assert info.value.name == name and "\n" not in str(info.value), key
+        if name == "error":   # the engine (or the correction's method) that has no test theory
+            assert "engine" in str(info.value) or "method" in str(info.value), key
     # the defaults given explicitly are accepted
     ref = sa.generalization_error("tanh", 0.5, 0.1)
     assert sa.generalization_error("tanh", 0.5, 0.1, weights=None, kernel="entrywise", residual=False) == ref

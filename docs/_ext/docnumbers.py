@@ -398,7 +398,17 @@ def substitutions() -> dict[str, str]:
         out[f"{fig}_max_gap"] = pct(gap)
     out["paper_wall"] = paper_wall()
     out.update(atlas_substitutions())
+    out.update(minilm_test_numbers())
     return out
+
+
+def minilm_test_numbers() -> dict[str, str]:
+    """fig_minilm_test (docs/gallery.md §7): its points within the rule, and each point outside it."""
+    pts = points("minilm_test")
+    miss = [r for r in pts if not agrees(r)]
+    text = "; ".join(f"{r['head']} μ = {r['mu']}, {'attention' if r['model'] == 'attention' else 'ridge'}, "
+                     f"c = {r['c']:g}, γ = {r['gamma']:g}: {pct(rel_gap(r), sign=True)}" for r in miss)
+    return {"minilm_test_agree": count(len(pts) - len(miss), len(pts)), "minilm_test_misses": text or "none"}
 
 
 def paper_wall() -> str:

@@ -35,6 +35,7 @@ import numpy as np
 import sympy as sp
 from mpmath import mp
 
+from ..caching import Memo
 from ..errors import ActivationError, ParameterError, QuadratureWarning
 from ..timeouts import EXACT_COEFFICIENTS_SECONDS, QUADRATURE_SECONDS, VALIDATION_SECONDS
 from ..validation import known_keywords
@@ -621,7 +622,8 @@ def _rebuild_callable(func, kinks, name):
     return Activation(func, kinks=kinks, name=name)
 
 
-_INSTANCES: dict = {}
+#: the activations built from a string or a SymPy expression (their computed constants with them)
+INSTANCES = Memo("activations.instances", 512)
 
 
 @known_keywords
@@ -670,11 +672,5 @@ def activation(spec, *, kinks=None) -> Activation:
             key = ("str", catalog_name(spec) or spec.strip())
         else:
             key = ("sympy", sp.srepr(spec))
-        inst = _INSTANCES.get(key)
-        if inst is None:
-            inst = Activation(spec)
-            if len(_INSTANCES) >= 512:
-                _INSTANCES.clear()
-            _INSTANCES[key] = inst
-        return inst
+        return INSTANCES.get(key, lambda: Activation(spec))
     return Activation(spec, kinks=kinks)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..caching import Memo
 from ..errors import ParameterError
 from ..gauss import composite_gauss_legendre
 from ..validation import check_dps
@@ -31,7 +32,8 @@ from .hermite import gaussian_moments
 
 __all__ = ["shifted_moments", "ShiftedGaussian", "FinitePCoefficients", "finite_p_coefficients"]
 
-_MOMENT_CACHE: dict = {}
+#: shifted moments already computed: (f, s, σ, dps) → {F, F1, V}
+MOMENTS = Memo("activations.shifted_moments", 4096)
 
 
 def shifted_moments(f, s, dps: int = 20, variance=1) -> dict:
@@ -72,16 +74,19 @@ def shifted_moments(f, s, dps: int = 20, variance=1) -> dict:
         s = mp.mpf(s)
         sd = mp.sqrt(mp.mpf(variance))
         key = (f, mp.nstr(s, dps + 5), mp.nstr(sd, dps + 5), dps)
-        if key not in _MOMENT_CACHE:
+
+        def compute():
             a0 = f.constants(dps)["a0"]
             bps = [(mp.mpf(k) - s) / sd for k in f.kinks]
             cutoff = 30.0 if f.float_only else None
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 m = gaussian_moments(lambda u: f._mp_eval(sd * u + s), 1, dps, breakpoints=bps, cutoff=cutoff)
-            _MOMENT_CACHE[key] = {"F": m["h"][0] - a0, "F1": m["h"][1] / sd, "V": m["f2"] - m["h"][0] ** 2}
+            return {"F": m["h"][0] - a0, "F1": m["h"][1] / sd, "V": m["f2"] - m["h"][0] ** 2}
+
+        moments = MOMENTS.get(key, compute)
     with mp.workdps(dps):
-        return {k: +v for k, v in _MOMENT_CACHE[key].items()}
+        return {k: +v for k, v in moments.items()}
 
 
 def _shifted_values_numpy(f, s, variance=1.0) -> np.ndarray:

@@ -8,18 +8,15 @@ The closed form is split as the quadrature solver is (:mod:`symattn.backends.sol
 - :mod:`symattn.backends.closed_table`: the integrands reduced to coefficients on the basis in
   SymPy, compiled, and the table ``CLOSED`` the runtime reads.
 
-This module re-exports both, so that ``symattn.backends.closed.attention_points`` and the rest
-stay importable; the library itself imports the two modules (patch those, not this one).
+This module re-exports their public names, so that ``symattn.backends.closed.attention_points`` and the
+rest stay importable; the library itself imports the two modules (patch those, not this one).
 """
 
 from __future__ import annotations
 
-from .closed_runtime import (SUPPORT_DISTANCE, CLOSED_ACCEPT, FAST_ACCEPT, GUARD_DIGITS, NEWTON_MAX_ITER,
-    DRAWS, _unit, _guarded, _moment_coefficients, mp_moments, stieltjes_continuous, _cubic_float, _roots,
-    Basis, _Dual, _divided_basis, basis, _delta_mid_positive, integrate, _Points, _intermediates_e, _basis_e,
-    _eargs, _newton_map, _residual, CONTINUATION_MIN, CONTINUATION_STRIDE, CONTINUATION_MAX_GAP, FAST_SWITCH,
-    CONTINUATION_DIRECT, _start, _newton, solve_bulk_closed, _solve_from, closed_traces, _perturbed,
-    _sub_basis, _floats, _amp, attention_closed, woodbury_scaled, _precision, _change_of_E, METHODS, DEFAULT,
-    attention_points, solution_quantities)  # noqa: F401
-from .closed_table import (CLOSED, ClosedKernel, E_ARGS, R_ARGS, E_INTERMEDIATES, R_INTERMEDIATES, _items,
-    reduced, ClosedDefinition, closed_definition, closed_kernel, _ClosedTable)  # noqa: F401
+from .closed_runtime import (SUPPORT_DISTANCE, CLOSED_ACCEPT, FAST_ACCEPT, GUARD_DIGITS, NEWTON_MAX_ITER,  # noqa: F401
+    DRAWS, moment_coefficients, mp_moments, stieltjes_continuous, Basis, basis, integrate, Points, newton_map,
+    CONTINUATION_MIN, CONTINUATION_STRIDE, CONTINUATION_MAX_GAP, FAST_SWITCH, CONTINUATION_DIRECT, solve_bulk_closed,
+    closed_traces, attention_closed, METHODS, DEFAULT, isolated, attention_points, solution_quantities)
+from .closed_table import (CLOSED, ClosedKernel, E_ARGS, R_ARGS, E_INTERMEDIATES, R_INTERMEDIATES,  # noqa: F401
+    closed_items, reduced, ClosedDefinition, closed_definition, closed_kernel)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .solver import _relative_residual
+from .solver import relative_residual
 
 #: bisection in log u until the bracket's relative width is below this; Newton from there
 BISECT_WIDTH = 1e-4
@@ -133,9 +133,9 @@ def rescue_a1_d_zero(ctx, p, idx, e, res, conv, de, full_map):
     :func:`symattn.backends.closed_runtime.solve_bulk_closed`, |(I − ∫∂g/∂e)^{-1}|·u·max(|e|, ∫|g|), is not used:
     at small γ the full Jacobian is nearly singular (c = 20, γ = 1e-6: a bound of 3e-12 relative on e1
     where e1 is right to 1e-16 against 40 digits), and that would send the point back to quadrature.
-    ``p``: the :class:`symattn.backends.closed_runtime._Points` of the call; ``full_map(e, points)``: the closed
+    ``p``: the :class:`symattn.backends.closed_runtime.Points` of the call; ``full_map(e, points)``: the closed
     form's map of the full system at those points, (I(e), ∫|g|, ∫∂g/∂e, admissible)
-    (:func:`symattn.backends.closed_runtime._newton_map`, passed in: this module does not import the runtime).
+    (:func:`symattn.backends.closed_runtime.newton_map`, passed in: this module does not import the runtime).
 
     Examples
     --------
@@ -143,9 +143,9 @@ def rescue_a1_d_zero(ctx, p, idx, e, res, conv, de, full_map):
     >>> from symattn.backends import closed_runtime as closed
     >>> from symattn.backends.context import FloatContext
     >>> ctx = FloatContext()
-    >>> p = closed._Points(ctx, 2.0, [1e-8], 0.0, 6.0, 0.0)        # he3 (zero diagonal) at γ = 1e-8
+    >>> p = closed.Points(ctx, 2.0, [1e-8], 0.0, 6.0, 0.0)        # he3 (zero diagonal) at γ = 1e-8
     >>> kern = closed.CLOSED["numpy"][("newton", True)]
-    >>> full = lambda e, at: closed._newton_map(ctx, p, e, at, kern)
+    >>> full = lambda e, at: closed.newton_map(ctx, p, e, at, kern)
     >>> e, res, conv, de = rescue_a1_d_zero(ctx, p, np.arange(1), np.zeros((1, 3)), np.full(1, np.inf),
     ...                                     np.zeros(1, dtype=bool), np.zeros((1, 3)), full)
     >>> bool(conv[0]), bool(res[0] < 1e-14)
@@ -160,7 +160,7 @@ def rescue_a1_d_zero(ctx, p, idx, e, res, conv, de, full_map):
     with np.errstate(all="ignore"):
         er, _, d_new = reduced_bulk(ctx, p.c[sub], p.gamma[sub], p.s2[sub], bound=True)
         I, A, _, ok = full_map(er, sub)
-        r = np.where(ok, _relative_residual(ctx, er, I, A), np.inf)
+        r = np.where(ok, relative_residual(ctx, er, I, A), np.inf)
         ef = np.asarray(ctx.to_float(er), dtype=float)
     good = ok & (r <= float(ctx.tol)) & (ef[:, 0] > 0) & (ef[:, 1] >= 0) & (ef[:, 1] <= 1) \
         & np.all(np.isfinite(d_new), axis=1)
@@ -171,7 +171,7 @@ def rescue_a1_d_zero(ctx, p, idx, e, res, conv, de, full_map):
 
 
 def snap_a1(ctx, p, a1f, tol=None):
-    r"""Set a1 to 0 in ``p`` (a :class:`symattn.backends.closed_runtime._Points`) where it is zero to the
+    r"""Set a1 to 0 in ``p`` (a :class:`symattn.backends.closed_runtime.Points`) where it is zero to the
     quadrature solver's rule, |a1| <= 1e-3·tol·√(a1² + s² + d²) (``tol``: the caller's tolerance, default
     ``ctx.tol``; he3 with the diagonal zeroed has a1 ~ 1e-32 in float64, ~1e-51 at 40 digits, from its
     Hermite integral): those points take the a1 = 0 form (Δ linear in λ) and, where d = 0 too,

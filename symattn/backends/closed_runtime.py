@@ -29,7 +29,7 @@ a1 ≠ 0, where two roots are large). A point is solved here when
 Every other point is left to the quadrature solver (:mod:`symattn.backends.solver`), which has the
 continuation in γ, the reduced a1 = d = 0 equation and the damped fixed point; the result's
 ``closed`` field (``TheoryResult.closed``) says which one solved each point. The Woodbury step is
-:func:`woodbury_scaled` (equilibrated; exact rational only where that is ill-conditioned). With
+:func:`symattn.backends.solver.woodbury` (equilibrated; exact rational only where that is ill-conditioned). With
 mpmath the closed form runs with :data:`GUARD_DIGITS` more digits than asked for. In float64 it runs
 first with the basis in complex128 and keeps the points whose estimated error is at most
 :data:`FAST_ACCEPT`; the others run again with the basis in extended precision (numpy's longdouble),
@@ -46,8 +46,11 @@ from .closed_reduced import rescue_a1_d_zero, snap_a1
 from .closed_table import CLOSED, ClosedKernel
 from .context import FloatContext
 from .kernels import KERNELS, gram_values
-from .solver import (REGULAR_MIN_P, WOODBURY_COND, _initial_guess, _points, _relative_residual, _woodbury_matrices,
-                     kernel_coefficients, woodbury)
+from ..errors import ConvergenceError
+from .solver import (BLOCK, REGULAR_MIN_P, WOODBURY_COND, initial_guess, point_arrays, relative_residual,
+                     coupling_matrices, kernel_coefficients, precision_estimate, regular_traces, solve_bulk, woodbury)
+# the quadrature fallback under its own name (a generated solver defines its own attention_error)
+from .solver import attention_error as quadrature_error
 
 #: a root of Δ closer than this fraction of b − a to the support [a, b] sends the point to quadrature
 SUPPORT_DISTANCE = 1e-9
@@ -75,9 +78,15 @@ def _guarded(ctx):
 
 
 # ============================================================================ the basis
-def _moment_coefficients(k: int):
+def moment_coefficients(k: int):
     """The integer coefficients of M_k as a polynomial in 1/c, highest power first: the Narayana numbers
-    N(k, j) = C(k, j) C(k, j − 1)/k, j = k..1 (M_k = Σ_j N(k, j) c^{1−j}; M_0 = 1)."""
+    N(k, j) = C(k, j) C(k, j − 1)/k, j = k..1 (M_k = Σ_j N(k, j) c^{1−j}; M_0 = 1).
+
+    Examples
+    --------
+    >>> moment_coefficients(3)          # M_3 = 1/c² + 3/c + 1
+    (1, 3, 1)
+    """
     if k == 0:
         return (1,)
     return tuple(math.comb(k, j) * math.comb(k, j - 1) // k for j in range(k, 0, -1))
@@ -89,7 +98,7 @@ def mp_moments(ctx, rc, L: int):
     out = []
     for k in range(L):
         v = 0 * cinv
-        for cf in _moment_coefficients(k):
+        for cf in moment_coefficients(k):
             v = v * cinv + cf
         out.append(v)
     return np.stack(out, axis=-1)
@@ -290,6 +299,10 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: boo
     ((1, 8), True)
     """
     P = rc.shape[0]
+    if ctx.dtype is float and P > BLOCK:   # blocks of points: the temporaries of the divided differences stay in cache
+        parts = [basis(ctx, *(v[lo:lo + BLOCK] for v in (rc, b0v, b1v, D0v, D1v)), moments, linear, extended, orderings)
+                 for lo in range(0, P, BLOCK)]
+        return Basis(*(np.concatenate([getattr(B, k) for B in parts]) for k in ("cont", "mag", "atom", "ok", "roots")))
     n = 1 if linear else 3
     if ctx.dtype is float and extended:  # float64: the basis in extended precision (numpy's longdouble), rounded at the end
         rc, b0v, b1v, D0v, D1v = (np.asarray(v, dtype=np.longdouble) for v in (rc, b0v, b1v, D0v, D1v))
@@ -384,21 +397,26 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
                 v = np.broadcast_to(v, (P,))
                 vals[:, i] = vals[:, i] + v * B.cont[:, s_]
                 mags[:, i] += np.abs(np.asarray(ctx.to_float(v), dtype=float)) * B.mag[:, s_]
-    else:   # the nonzero coefficients (nnz, P) times their basis integrals, summed per item
+    else:   # the nonzero coefficients (nnz, block) times their basis integrals, summed per item
         vals, mags = np.zeros((P, kernel.items)), np.zeros((P, kernel.items))
         if kernel.layout and P:
             order, slots, runs = kernel.plan
-            out = kernel.fn(*args)
-            V = np.stack([np.broadcast_to(out[k], (P,)) for k in order])   # a printed kernel: constants as scalars
-            W = V * np.ascontiguousarray(B.cont.T)[slots]
-            if magnitudes:
-                np.abs(V, out=V)
-                V *= np.ascontiguousarray(B.mag.T)[slots]
             vt, mt = np.zeros((kernel.items, P)), np.zeros((kernel.items, P))
-            for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
-                np.sum(W[a_:b_], axis=0, out=vt[i])
+            contT, magT = np.ascontiguousarray(B.cont.T), np.ascontiguousarray(B.mag.T)
+            for lo in range(0, P, BLOCK):   # blocks of points: the (nnz, block) temporaries stay in cache
+                at = slice(lo, min(P, lo + BLOCK))
+                out = kernel.fn(*(x[at] if np.ndim(x) else x for x in args))
+                V = np.empty((len(order), at.stop - lo))
+                for r_, k in enumerate(order):   # a printed kernel: constants as scalars
+                    V[r_] = out[k]
+                W = V * contT[slots, at]
                 if magnitudes:
-                    np.sum(V[a_:b_], axis=0, out=mt[i])
+                    np.abs(V, out=V)
+                    V *= magT[slots, at]
+                for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
+                    np.sum(W[a_:b_], axis=0, out=vt[i, at])
+                    if magnitudes:
+                        np.sum(V[a_:b_], axis=0, out=mt[i, at])
             vals, mags = vt.T, mt.T
     cont = (vals, mags)
     if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
@@ -414,11 +432,20 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
 
 
 # ============================================================================ the solver
-class _Points:
-    """The parameters at P points, (P,) arrays in the context's arithmetic, and the grouping by a1 = 0."""
+class Points:
+    """The parameters c, γ, a1, s², d of the closed form at P points, (P,) arrays in the context's arithmetic
+    (``P``, and ``rc`` = √c); :func:`symattn.backends.closed_reduced.snap_a1` may set a1 to 0 in place.
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> p = Points(FloatContext(), 0.25, [1.0, 2.0], 0.6, 0.03, 0.0)
+    >>> p.P, p.rc.tolist()
+    (2, [0.5, 0.5])
+    """
 
     def __init__(self, ctx, c, gamma, a1v, s2v, dv):
-        self.P, (self.c, self.gamma, self.a1, self.s2, self.d) = _points(ctx, c, gamma, a1v, s2v, dv)
+        self.P, (self.c, self.gamma, self.a1, self.s2, self.d) = point_arrays(ctx, c, gamma, a1v, s2v, dv)
         self.rc = ctx.sqrt(self.c)
 
 
@@ -441,8 +468,20 @@ def _eargs(p, e, idx):
     return (e[:, 0], e[:, 1], e[:, 2], p.rc[idx], p.gamma[idx], p.a1[idx], p.s2[idx], p.d[idx])
 
 
-def _newton_map(ctx, p, e, idx, kern, extended=True):
-    """I(e) (P, 3), its magnitude (P, 3), ∫∂g/∂e (P, 3, 3) and the admissibility mask."""
+def newton_map(ctx, p, e, idx, kern, extended=True):
+    """The bulk map in closed form at e (P, 3) for the points ``idx`` of ``p`` (:class:`Points`) with the closed
+    kernel ``kern`` (``CLOSED[modules][("newton", linear)]``): I(e) (P, 3), its magnitude (P, 3), ∫∂g/∂e
+    (P, 3, 3) and the admissibility mask (docs/theory.md §5.8).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> p = Points(ctx, 0.5, [1.0], 0.6, 0.03, 0.0)
+    >>> I, mag, J, ok = newton_map(ctx, p, np.array([[1.0, 0.0, 0.0]]), np.arange(1), CLOSED["numpy"][("newton", False)])
+    >>> I.shape, J.shape, ok.tolist()
+    ((1, 3), (1, 3, 3), [True])
+    """
     B = _basis_e(ctx, p, e, idx, kern, extended)
     vals, mags = integrate(ctx, kern, B, _eargs(p, e, idx), len(idx))
     ef = np.asarray(ctx.to_float(e), dtype=float)
@@ -451,7 +490,7 @@ def _newton_map(ctx, p, e, idx, kern, extended=True):
 
 
 def _residual(ctx, e, I, A):
-    return _relative_residual(ctx, e, I, A)
+    return relative_residual(ctx, e, I, A)
 
 
 #: continuation in γ: a group of at least this many points with one (c, a1, s², d) first solves
@@ -468,7 +507,7 @@ FAST_SWITCH = 1e-12
 CONTINUATION_DIRECT = 256
 
 
-def _start(ctx, p: _Points, idx, linear: bool):
+def _start(ctx, p: Points, idx, linear: bool):
     r"""Newton's starting points at ``idx``: (1/γ, 0, 0) (as the quadrature solver), or better:
 
     - mpmath: the float64 closed-form solution, where it converges (error ~1e-13: two or three
@@ -478,10 +517,10 @@ def _start(ctx, p: _Points, idx, linear: bool):
       function again, so the levels nest), and each point between two converged ones starts from
       the interpolation of (log e1, e2, e3) in log γ.
     """
-    e = _initial_guess(ctx, p.gamma[idx])
+    e = initial_guess(ctx, p.gamma[idx])
     if ctx.dtype is object:
         fctx = FloatContext()
-        pf = _Points(fctx, *(np.asarray(ctx.to_float(x), dtype=float) for x in (p.c, p.gamma, p.a1, p.s2, p.d)))
+        pf = Points(fctx, *(np.asarray(ctx.to_float(x), dtype=float) for x in (p.c, p.gamma, p.a1, p.s2, p.d)))
         with np.errstate(all="ignore"):
             ef, _, conv, _, _ = solve_bulk_closed(fctx, pf, idx, linear, extended=False)
         e[conv] = ctx.convert(ef[conv])
@@ -502,7 +541,7 @@ def _start(ctx, p: _Points, idx, linear: bool):
     if not coarse:
         return e
     sub = np.unique(np.concatenate(coarse))
-    direct = None if sub.size >= CONTINUATION_DIRECT else _initial_guess(ctx, p.gamma[idx[sub]])
+    direct = None if sub.size >= CONTINUATION_DIRECT else initial_guess(ctx, p.gamma[idx[sub]])
     ec, _, conv, _, _ = solve_bulk_closed(ctx, p, idx[sub], linear, extended=False, start=direct)   # starts only
     got = np.full((len(idx), 3), np.nan)
     got[sub[conv]] = ec[conv]
@@ -533,7 +572,7 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
     above ``tol``, and no more."""
     eye = ctx.convert(np.eye(3))[None]
     e = e.copy()
-    I, A, JI, ok = _newton_map(ctx, p, e, idx, kern, extended)
+    I, A, JI, ok = newton_map(ctx, p, e, idx, kern, extended)
     with np.errstate(all="ignore"):
         res = np.where(ok, _residual(ctx, e, I, A), np.inf)
     active = np.nonzero(ok & (res > target))[0]
@@ -550,7 +589,7 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
         pending, pstep = active, step
         for _ in range(30):
             trial = e[pending] - ctx.convert(t) * pstep
-            I_t, A_t, JI_t, ok_t = _newton_map(ctx, p, trial, idx[pending], kern, extended)
+            I_t, A_t, JI_t, ok_t = newton_map(ctx, p, trial, idx[pending], kern, extended)
             with np.errstate(all="ignore"):
                 r_t = np.where(ok_t, _residual(ctx, trial, I_t, A_t), np.inf)
             near = res[pending] <= tol   # converged: only full steps that improve (else rounding level)
@@ -572,14 +611,14 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
     return e, I, A, JI, res, dead, iterations
 
 
-def solve_bulk_closed(ctx, p: _Points, idx, linear: bool, extended: bool = True, start=None):
+def solve_bulk_closed(ctx, p: Points, idx, linear: bool, extended: bool = True, start=None):
     """Newton on e = I(e) in closed form at the points ``idx`` (one a1 = 0 group), from :func:`_start`,
     and from (1/γ, 0, 0) again where that start did not converge (float64: complex128 iterates until the
     residual is below :data:`FAST_SWITCH`, then extended precision, from the start again where
     complex128 failed; ``extended=False``: complex128 throughout); ``start`` (P, 3), optional: the start
     instead of :func:`_start` (rows of NaN: (1/γ, 0, 0)); returns (e, residual, converged mask, error bound
     of e (P, 3), Newton iterations)."""
-    default = _initial_guess(ctx, p.gamma[idx])
+    default = initial_guess(ctx, p.gamma[idx])
     if start is None:
         start = _start(ctx, p, idx, linear)
     else:
@@ -597,7 +636,7 @@ def solve_bulk_closed(ctx, p: _Points, idx, linear: bool, extended: bool = True,
     return e, res, conv, de, its
 
 
-def _solve_from(ctx, p: _Points, idx, linear: bool, e, extended: bool = True):
+def _solve_from(ctx, p: Points, idx, linear: bool, e, extended: bool = True):
     """:func:`solve_bulk_closed` from the start ``e``."""
     kern = CLOSED[ctx.lambdify_modules][("newton", linear)]
     iterations = 0
@@ -631,7 +670,7 @@ def _solve_from(ctx, p: _Points, idx, linear: bool, e, extended: bool = True):
     return e, res, conv, de, iterations
 
 
-def closed_traces(ctx, p: _Points, e, idx, linear: bool, bump=None, noise=None, extended: bool = True,
+def closed_traces(ctx, p: Points, e, idx, linear: bool, bump=None, noise=None, extended: bool = True,
                   magnitudes=None):
     r"""T (P, 9), U (P, 3), Ṫ (P, 9) in closed form (the same as
     :func:`symattn.backends.solver.regular_traces`, without quadrature), the amplification of
@@ -736,14 +775,12 @@ def _amp(ctx, vals, mags):
     return np.max(r, axis=1) if r.ndim == 2 else r
 
 
-def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=None, accept=None):
+def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=None):
     r"""E_A = −γ² F'(γ) and F at P points in closed form (docs/theory.md §5.8, §6).
 
     Returns a dict of (P,) arrays: ``E``, ``F``, ``e`` (P, 3), ``residual``, ``precision`` (the
     estimated relative error of E_A) and ``ok`` (solved here; the other points are NaN and are for
-    the quadrature solver). ``accept``, optional: the largest estimated relative error accepted in the
-    last pass, in place of :data:`CLOSED_ACCEPT` (float64) or 10^{6−dps} (mpmath) -- for a caller with
-    no quadrature to fall back on (a generated standalone solver).
+    the quadrature solver: :func:`attention_points`).
 
     Examples
     --------
@@ -755,7 +792,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
     """
     work = _guarded(ctx)
     with work:
-        p = _Points(work, c, gamma, a1v, s2v, dv)
+        p = Points(work, c, gamma, a1v, s2v, dv)
         P = p.P
         dtype = ctx.dtype
         E = np.full(P, np.nan, dtype=dtype)
@@ -787,7 +824,7 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                 if linear:   # a1 = d = 0 where Newton failed: the reduced equation in closed form (closed_reduced.py)
                     kern0 = CLOSED[work.lambdify_modules][("newton", True)]
                     e, res, conv, de = rescue_a1_d_zero(work, p, idx, e, res, conv, de,
-                                                        lambda e_, at: _newton_map(work, p, e_, at, kern0))
+                                                        lambda e_, at: newton_map(work, p, e_, at, kern0))
                 if not conv.any():
                     continue
                 idx, e, res, de = idx[conv], e[conv], res[conv], de[conv]
@@ -802,15 +839,16 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     args = (A, gq, rank, p.rc[idx])
                     kw = dict(a1=p.a1[idx] if coefficients is None else None)
                     store = {}
-                    Fv, Fd, kappa = woodbury_scaled(work, T, T_dot, *args, centred=U, store=store, **kw)
+                    Fv, Fd = wb = woodbury(work, T, T_dot, *args, centred=U, store=store, **kw)
+                    kappa = wb.kappa
                     if work.dps is None:
                         kw["exact"] = store["exact"] = kappa == 0
                     else:   # the first-order changes of E (_change_of_E) need only the float64 solve, and κ_s
                         kw["exact"] = None
                         Tf, Tdf, Af, gf, rcf, Uf = _floats(work, T, T_dot, A, gq, p.rc[idx], U)
                         a1_ = None if kw["a1"] is None else _floats(work, kw["a1"])[0]
-                        kappa = woodbury_scaled(FloatContext(), Tf, Tdf, Af, gf, rank, rcf, a1=a1_, centred=Uf,
-                                                store=store, rational=False)[2]
+                        kappa = woodbury(FloatContext(), Tf, Tdf, Af, gf, rank, rcf, a1=a1_, centred=Uf,
+                                         store=store, rational=False).kappa
                         # where float64 is too ill-conditioned, the perturbed mpmath solves themselves
                         store["exact"] = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
                     Ev = -(p.gamma[idx] ** 2) * Fd
@@ -832,13 +870,11 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
                     est = np.maximum(est, np.where(dE == 0, 0.0, 2 * dE / E0))
                 good = okb & np.isfinite(est)
                 limit = 10.0 ** (6 - ctx.dps) if ctx.dps is not None else CLOSED_ACCEPT if extended else FAST_ACCEPT
-                if accept is not None and extended:
-                    limit = accept
                 good &= est <= limit
                 sel = idx[good]
                 E[sel], F[sel], e_all[sel] = Ev[good], Fv[good], e[good]
                 res_all[sel], prec[sel], ok_all[sel] = np.asarray(res[good], float), est[good], True
-                todo = np.setdiff1d(todo, sel)
+                todo = todo[~ok_all[todo]]
     if ctx.dtype is object:   # back to the result's digits (NaN stays a float)
         with ctx:
             conv = np.frompyfunc(lambda v: v if isinstance(v, float) else ctx.scalar(v), 1, 1)
@@ -847,140 +883,10 @@ def attention_closed(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, coefficients=
             "iterations": iterations}
 
 
-def woodbury_scaled(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None, exact=None, store=None,
-                    prior=None, rational: bool = True):
-    r"""F and F'(γ) by the Woodbury identity (:func:`symattn.backends.solver.woodbury`, docs/theory.md §6.6),
-    with the float64 solve of v = (I + ĈΓ)^{-1}e_0 on the equilibrated matrix R(I + ĈΓ)S (R, S diagonal
-    powers of two: every row, then every column, of 1-norm in [1/2, 1)).
-
-    At small γ, Γ ~ 1/γ makes I + ĈΓ badly scaled (condition ~ 1/γ) but not ill-conditioned: the
-    equilibrated condition number κ_s (1-norm, from the inverse) stays ~10²; only points with
-    κ_s·eps at least :data:`symattn.backends.solver.WOODBURY_COND` go to the exact rational step of
-    :func:`~symattn.backends.solver.woodbury`. mpmath: :func:`~symattn.backends.solver.woodbury` itself.
-
-    ``exact`` (P,) bool, optional: the points for the exact step, given (no condition number is
-    computed then: the perturbed evaluations of :func:`attention_closed` follow the unperturbed one).
-
-    ``store`` (dict), optional: receives ``v`` (P, N) and the inverse ``Minv`` (P, N, N) of I + ĈΓ (NaN
-    where not computed), and Ĉ, Γ̇ (``Ch``, ``Gdot``) for the first-order changes of :func:`_change_of_E`. ``prior`` (such a dict, rows matching these points), optional: for a system
-    within rounding of the stored one, v = v₀ + M₀⁻¹(e_0 − (I + ĈΓ)v₀) (one step of iterative
-    refinement: the error of v is then of the order of the change squared, far below rounding) in place
-    of a new solve (float64 only). ``rational=False``: no exact rational step; every κ_s is returned
-    (for the error estimate of the mpmath closed form, which needs the float64 solve and κ_s only).
-
-    Returns
-    -------
-    F, F_dot, kappa : arrays (P,)
-        κ_s (0 where the exact step solved the point, NaN where ``exact`` was given; 0 for mpmath).
-
-    Examples
-    --------
-    >>> from symattn.backends.context import FloatContext
-    >>> from symattn.backends import solver
-    >>> ctx = FloatContext()
-    >>> sol = solver.solve_bulk(ctx, 0.5, [1e-5, 1.0], 1.0, 0.0, 0.0)
-    >>> T, T_dot = solver.traces(ctx, sol, solver.bulk_derivative(ctx, sol))
-    >>> G = np.broadcast_to(np.ones((3, 3)), (2, 3, 3))
-    >>> A = solver.kernel_coefficients(ctx, np.ones(2), G, 1)
-    >>> F, Fd, kappa = woodbury_scaled(ctx, T, T_dot, A, G, 1, np.sqrt([0.5, 0.5]))
-    >>> F0, Fd0 = solver.woodbury(ctx, T, T_dot, A, G, 1, np.sqrt([0.5, 0.5]))
-    >>> bool(np.allclose(F, F0, rtol=1e-12) and np.allclose(Fd, Fd0, rtol=1e-12))   # 1e-13 at γ = 1e-5
-    True
-    >>> bool(kappa[0] * np.finfo(float).eps < 1e-11)                                  # ~1e4: not exact
-    True
-    """
-    P = T.shape[0]
-    if ctx.dtype is object:
-        F, Fd = woodbury(ctx, T, T_dot, A, gram, rank, rc, a1=a1, centred=centred)
-        return F, Fd, np.zeros(P)
-    if centred is None:
-        c_ = rc**2
-        centred = np.stack([T[:, 6] - 1, T[:, 7] - 1 / c_, T[:, 8] - (1 + 1 / c_) / c_], axis=-1)
-    Tc = np.concatenate([T[:, :6], centred], axis=1)
-    Gam, Gdot, Ch = _woodbury_matrices(KERNELS["numpy"], Tc, T_dot, A, gram, rank, rc, P, float)
-    N = Gam.shape[-1]
-    M = np.eye(N)[None] + Ch @ Gam
-    kappa = np.full(P, np.inf if exact is None else np.nan)
-    F, Fd = np.full(P, np.nan), np.full(P, np.nan)
-    with np.errstate(all="ignore"):
-        good = np.all(np.isfinite(np.einsum("pij->pi", M)), axis=1) & (True if exact is None else ~exact)
-        if prior is not None and exact is not None:   # one refinement step from the stored solution
-            v0, Mi0 = prior["v"], prior["Minv"]
-            ref = good & np.all(np.isfinite(v0), axis=1) & np.all(np.isfinite(Mi0), axis=(1, 2))
-            at = slice(None) if ref.all() else ref   # no copies in the common case
-            v0r = v0[at]
-            res0 = -(M[at] @ v0r[:, :, None])[:, :, 0]
-            res0[:, 0] += 1
-            vr = v0r + (Mi0[at] @ res0[:, :, None])[:, :, 0]
-            F[at] = (Gam[at, 0, :] * vr).sum(axis=-1)
-            Fd[at] = ((Gdot[at] @ vr[:, :, None])[:, :, 0] * vr).sum(axis=-1)
-            good &= ~ref
-        gsel = slice(None) if good.all() else good   # a view in the common case (M is not used again)
-        Mg = M[gsel]
-        # row scales, then column scales: powers of two (exact), 1-norms in [1/2, 1) (einsum: numpy's
-        # reductions over a short last axis are slow)
-        r = np.ldexp(1.0, -np.frexp(np.einsum("pij->pi", np.abs(Mg)))[1])
-        Mg *= r[:, :, None]
-        aM = np.abs(Mg)
-        sc = np.ldexp(1.0, -np.frexp(np.einsum("pij->pj", aM))[1])
-        Mg *= sc[:, None, :]
-        aM *= sc[:, None, :]
-        colsum = np.einsum("pij->pj", aM)
-        sing = ~np.all(np.isfinite(colsum), axis=1)
-        if sing.any():
-            Mg[sing] = np.eye(N)
-        if exact is None:   # the inverse, for κ_s in the 1-norm
-            try:
-                Minv = np.linalg.inv(Mg)
-            except np.linalg.LinAlgError:   # a singular one among them: one by one
-                Minv = np.full(Mg.shape, np.nan)
-                for i in range(len(Mg)):
-                    try:
-                        Minv[i] = np.linalg.inv(Mg[i])
-                    except np.linalg.LinAlgError:
-                        sing[i] = True
-            y = Minv[:, :, 0] * r[:, :1]
-            k = np.max(colsum, axis=1) * np.max(np.einsum("pij->pj", np.abs(Minv)), axis=1)
-            k[sing] = np.inf
-            kappa[good] = np.where(np.isfinite(k), k, np.inf)
-        else:
-            rhs = np.zeros(Mg.shape[:2])
-            rhs[:, 0] = r[:, 0]
-            try:
-                y = np.linalg.solve(Mg, rhs[:, :, None])[:, :, 0]
-            except np.linalg.LinAlgError:
-                y = np.full(rhs.shape, np.nan)
-            y[sing] = np.nan
-        v = sc * y                                  # S (RMS)^{-1} R e_0
-        if store is not None:
-            store["Ch"], store["Gdot"] = Ch, Gdot
-            if exact is None:
-                Minv *= sc[:, :, None]                  # M^{-1} = S (RMS)^{-1} R
-                Minv *= r[:, None, :]
-            if isinstance(gsel, slice):
-                store["v"] = v
-                store["Minv"] = Minv if exact is None else np.full((P, N, N), np.nan)
-            else:
-                store["v"], store["Minv"] = np.full((P, N), np.nan), np.full((P, N, N), np.nan)
-                store["v"][good] = v
-                if exact is None:
-                    store["Minv"][good] = Minv
-        Fd[gsel] = np.einsum("pi,pij,pj->p", v, Gdot[gsel], v)
-        F[gsel] = np.einsum("pi,pi->p", Gam[gsel, 0, :], v)
-    if exact is None:
-        exact = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
-    if rational and exact.any():
-        sub = np.nonzero(exact)[0]
-        F[sub], Fd[sub] = woodbury(ctx, T[sub], T_dot[sub], A[sub], gram[sub], rank, np.asarray(rc)[sub],
-                                   a1=None if a1 is None else np.asarray(a1).reshape(-1)[sub], centred=centred[sub])
-        kappa[sub] = 0.0
-    return F, Fd, kappa
-
-
 def _precision(ctx, T, U, T_dot, args, kw, E, g, res, draws: int = 2, store=None):
     """κ·max(16u, residual), κ from perturbing T, U, Ṫ by relative δ = 2⁸u (as
     :func:`symattn.backends.solver.precision_estimate`); ``store``: the unperturbed Woodbury solve
-    (:func:`woodbury_scaled`), from which :func:`_change_of_E` takes the change of E_A to first order
+    (:func:`~symattn.backends.solver.woodbury`), from which :func:`_change_of_E` takes the change of E_A to first order
     rather than solving the perturbed systems."""
     u = _unit(ctx)
     delta = u * 2.0**8
@@ -1008,28 +914,25 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
     r"""E_A at the perturbed traces ``Tp``, ``Up``, ``Tdp`` (rows ``rep`` of the unperturbed points)
     minus E_A there (``E``), as floats.
 
-    With ``store`` (the unperturbed solve of :func:`woodbury_scaled` in float64; for mpmath, of the
+    With ``store`` (the unperturbed solve of :func:`~symattn.backends.solver.woodbury` in float64; for mpmath, of the
     traces rounded to float64, the first-order terms being needed to a few digits only): to first order in the
     perturbations ``change`` = (ΔT, ΔU, ΔṪ). Γ is affine in the traces, so ΔΓ = Γ̇(ΔT, ΔU) and
     ΔΓ̇ = Γ̇(ΔṪ) (the nonzero entries of the ``gamma-dot`` kernel, no cancellation); Δv = −M⁻¹ĈΔΓv and,
     Γ̇ symmetric, ΔE = −γ²(2(Γ̇v)·Δv + v·ΔΓ̇v) = −γ²(v·ΔΓ̇v − 2z·ΔΓv) with the adjoint z = ĈᵀM⁻ᵀΓ̇v
     (computed once, kept in ``store``). The perturbations are 2⁸u relative or below, so the terms of
     second order are below rounding; no new solve and no product ĈΓ. Points without a stored inverse
-    (the exact rational step of :func:`woodbury_scaled`): the perturbed solve itself.
+    (the exact rational step of :func:`~symattn.backends.solver.woodbury`): the perturbed solve itself.
     """
     n = len(rep)
     A, gram, rank, rc = args
     dE = np.full(n, np.nan)
     full = np.ones(n, dtype=bool)
-    if store is not None and "Gdot" in store:
+    if store is not None and "z" in store:
         Pn = store["v"].shape[0]
-        ok = np.all(np.isfinite(store["v"]), axis=1) & np.all(np.isfinite(np.einsum("pij->pi", store["Minv"])), axis=1)
+        ok = np.all(np.isfinite(store["v"]), axis=1) & np.all(np.isfinite(store["z"]), axis=1)
         if "exact" in store:   # solved by the exact step: the stored float64 solve is not the value
             ok &= ~store["exact"]
         full = ~ok[rep]
-        if "z" not in store:   # the adjoint z = Ĉᵀ M⁻ᵀ Γ̇v, once: then (Γ̇v)·Δv = −z·ΔΓv for every perturbation
-            y = np.einsum("pji,pj->pi", store["Minv"], np.einsum("pij,pj->pi", store["Gdot"], store["v"]))
-            store["z"] = np.einsum("pji,pj->pi", store["Ch"], y)
         dT, dU, dTd, rcf = _floats(ctx, *change, rc)   # first order: float64 is exact enough (mpmath too)
         kdot = KERNELS["numpy"][f"gamma-dot-r{rank}"]
         entries = kdot.entries
@@ -1057,8 +960,7 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
         r_ = rep[sub]
         argsp = (A[r_], gram[r_], rank, np.asarray(rc)[r_])
         kwp = {k_: (None if v_ is None else v_[r_]) for k_, v_ in kw.items()}
-        prior = None if store is None else {k_: store[k_][r_] for k_ in ("v", "Minv")}
-        _, Fd, _ = woodbury_scaled(ctx, Tp[sub], Tdp[sub], *argsp, centred=Up[sub], prior=prior, **kwp)
+        _, Fd = woodbury(ctx, Tp[sub], Tdp[sub], *argsp, centred=Up[sub], **kwp)
         dE[sub] = np.asarray(ctx.to_float(-(g[r_] ** 2) * Fd - E[r_]), dtype=float)
     return dE
 
@@ -1066,6 +968,50 @@ def _change_of_E(ctx, Tp, Up, Tdp, change, args, kw, E, g, rep, store=None):
 #: accepted values of ``method`` (:func:`symattn.theory.solve`), and the default
 METHODS = ("closed", "quadrature")
 DEFAULT = "closed"
+
+
+def isolated(run, P: int, errors: str, failures: dict) -> dict:
+    """``run(idx)`` (a dict of arrays over the points ``idx``) over all P points, the per-point fallback of
+    :func:`symattn.solve` and of generated solvers: with ``errors='nan'`` a ConvergenceError splits the points
+    in halves until the failing ones are isolated, which get NaN and an entry in ``failures``
+    (index → (reason, error)); ``errors='raise'``: the error propagates. Returns the dict of (P,) arrays.
+
+    Examples
+    --------
+    >>> def run(idx):
+    ...     if 2 in idx:
+    ...         raise ConvergenceError("no convergence at this point")
+    ...     return {"x": idx * 1.0}
+    >>> failures = {}
+    >>> isolated(run, 4, "nan", failures)["x"].tolist(), sorted(failures)
+    ([0.0, 1.0, nan, 3.0], [2])
+    """
+    out = {}
+
+    def store(idx, vals):
+        for key, v in vals.items():
+            if key not in out:
+                arr = np.asarray(v)
+                out[key] = np.full((P,) + arr.shape[1:], np.nan, dtype=object if arr.dtype == object else float)
+            out[key][idx] = v
+
+    def go(idx):
+        try:
+            vals = run(idx)
+        except ConvergenceError as err:
+            if errors == "raise":
+                raise
+            if len(idx) == 1:
+                failures[int(idx[0])] = (err.reason, err)
+                return
+            half = len(idx) // 2
+            go(idx[:half])
+            go(idx[half:])
+            return
+        store(idx, vals)
+
+    go(np.arange(P))
+    return out
 
 
 def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=None, method: str = "closed"):
@@ -1084,9 +1030,7 @@ def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=No
     >>> out["closed"].tolist()
     [1.0, 1.0]
     """
-    from .solver import attention_error, precision_estimate   # the quadrature fallback (not carried)
-
-    P, (cv, gv) = _points(ctx, c, gamma)
+    P, (cv, gv) = point_arrays(ctx, c, gamma)
     dtype = ctx.dtype
     dvec = np.broadcast_to(np.asarray(dv, dtype=dtype), (P,)) if np.ndim(dv) else None
     out = {"E": np.full(P, np.nan, dtype=dtype), "F": np.full(P, np.nan, dtype=dtype),
@@ -1103,10 +1047,11 @@ def attention_points(ctx, c, gamma, a1v, s2v, dv, gram, rank: int, point_info=No
         todo = np.nonzero(~ok)[0]
     if todo.size:
         d_sub = dv if dvec is None else np.asarray(dvec[todo], dtype=dtype)
-        E, F, sol = attention_error(ctx, cv[todo], gv[todo], a1v, s2v, d_sub, gram, rank, point_info=point_info)
+        g_sub = gram[todo] if np.ndim(gram) == 3 and np.shape(gram)[0] == P else gram   # one Gram matrix per point
+        E, F, sol = quadrature_error(ctx, cv[todo], gv[todo], a1v, s2v, d_sub, g_sub, rank, point_info=point_info)
         out["E"][todo], out["F"][todo], out["e"][todo] = E, F, sol.e
         out["residual"][todo] = np.asarray(sol.residual, float)
-        out["precision"][todo] = precision_estimate(ctx, sol, gram, rank, E)
+        out["precision"][todo] = precision_estimate(ctx, sol, g_sub, rank, E)
         out["iterations"] += sol.iterations
     return out
 
@@ -1137,9 +1082,7 @@ def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
     >>> q["Gamma"].shape
     (1, 10, 10)
     """
-    from .solver import regular_traces, solve_bulk   # the quadrature fallback (not carried)
-
-    P, (cv, gv, av, sv, dvv) = _points(ctx, c, gamma, a1v, s2v, dv)
+    P, (cv, gv, av, sv, dvv) = point_arrays(ctx, c, gamma, a1v, s2v, dv)
     dtype = ctx.dtype
     e = np.asarray(e, dtype=dtype).reshape(P, 3)
     N = 6 + 4 * rank
@@ -1149,7 +1092,7 @@ def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
     work = _guarded(ctx)
     todo = np.zeros(P, dtype=bool)
     with work:
-        p = _Points(work, cv, gv, av, sv, dvv)
+        p = Points(work, cv, gv, av, sv, dvv)
         ew = work.convert(e)
         a1f = snap_a1(work, p, np.asarray(work.to_float(p.a1), dtype=float), float(ctx.tol))
         for linear in (False, True):
@@ -1176,7 +1119,7 @@ def solution_quantities(ctx, c, gamma, a1v, s2v, dv, e, gram, rank: int):
         g = np.broadcast_to(g, (P,) + np.shape(g)[-2:])
         A = kernel_coefficients(ctx, av, g, rank)
         Tc = np.concatenate([out["T"][:, :6], out["U"]], axis=1)
-        Gam, Gdot, Ch = _woodbury_matrices(KERNELS[ctx.lambdify_modules], Tc, out["T_dot"], A, g, rank,
+        Gam, Gdot, Ch = coupling_matrices(KERNELS[ctx.lambdify_modules], Tc, out["T_dot"], A, g, rank,
                                            ctx.sqrt(cv), P, dtype)
     out.update(Gamma=Gam, Gamma_dot=Gdot, C_hat=Ch)
     assert Gam.shape[-1] == N

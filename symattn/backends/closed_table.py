@@ -72,8 +72,16 @@ class ClosedKernel:
         return C
 
 
-def _items(key: str):
-    """The (expression, power of λ) items of the closed kernel ``key`` and its arguments/intermediates."""
+def closed_items(key: str):
+    """The (expression, power of λ) items of the closed kernel ``key`` and its arguments/intermediates: what
+    :func:`reduced` divides by Δ here and :mod:`symattn.codegen.closed_kernels` prints for a generated solver.
+
+    Examples
+    --------
+    >>> items, args, intermediates = closed_items("newton")
+    >>> len(items)                      # g_1..g_3 and the nine ∂g_i/∂e_j, no power of λ
+    12
+    """
     if key == "newton":
         return [(x, 0) for x in kernel_definition("bulk-newton").exprs], E_ARGS, E_INTERMEDIATES
     if key == "sensitivity":
@@ -99,7 +107,7 @@ def _items(key: str):
 @lru_cache(maxsize=None)
 def reduced(key: str, linear: bool):
     """The reduced items of ``key``: a list of (q, r1, r2) Polys (:func:`reduce_integrand`)."""
-    items, _, _ = _items(key)
+    items, _, _ = closed_items(key)
     return [reduce_integrand(x, beta, Delta, j, linear=linear) for x, j in items]
 
 
@@ -133,7 +141,7 @@ def closed_definition(key: str, linear: bool) -> ClosedDefinition:
     >>> k.items, k.n, len(k.coefficients) == len(k.layout)
     (12, 1, True)
     """
-    items, args, inter = _items(key)
+    items, args, inter = closed_items(key)
     red = reduced(key, linear)
     n = 1 if linear else 3
     L = max([q.degree() for q, _, _ in red] + [0]) + 1

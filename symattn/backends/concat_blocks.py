@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .general_w import BlockAtoms, digest, hermite_block_constants
+from .general_w import BlockAtoms, hermite_block_constants
 from .general_w.block_constants import block_present, block_total, f_values
 from .general_w.hermite import block_phi, token_scales
 
@@ -40,8 +40,6 @@ __all__ = ["CONCAT_TOKENS", "ConcatBlocks", "concat_blocks", "add_blocks", "bloc
 CONCAT_TOKENS = 4000
 #: the structured blocks of a head (docs/theory.md §12.8): T33, P31 + P13, T22 (the last only for f with an even part)
 BLOCK_KINDS = ("33", "31", "22")
-#: the per-head constants already computed: (activation, digest of W, pairs, seed) → HermiteBlockConstants
-_CONSTANTS: dict = {}
 
 
 @dataclass
@@ -67,16 +65,6 @@ class ConcatBlocks:
     blocks: list
     kappa: np.ndarray
     kw: np.ndarray
-
-
-def _constants(f, W, pairs, seed):
-    """hermite_block_constants(f, W), remembered per (activation, content of W, pairs, seed)."""
-    key = (f.name, digest(W), pairs, seed)
-    if key not in _CONSTANTS:
-        if len(_CONSTANTS) > 64:
-            _CONSTANTS.clear()
-        _CONSTANTS[key] = hermite_block_constants(f, W, pairs=pairs, seed=seed)
-    return _CONSTANTS[key]
 
 
 def concat_blocks(f, heads, mu=None, blocks=BLOCK_KINDS, diagonal: str = "f", tokens: int = CONCAT_TOKENS,
@@ -109,7 +97,7 @@ def concat_blocks(f, heads, mu=None, blocks=BLOCK_KINDS, diagonal: str = "f", to
     ((100, 2), [0, 1], 4)
     """
     H, p = len(heads), heads[0].shape[0]
-    ks = [_constants(f, W, pairs, seed) for W in heads]
+    ks = [hermite_block_constants(f, W, pairs=pairs, seed=seed) for W in heads]   # cached per head
     rng = np.random.default_rng(seed + 1)
     Z = rng.standard_normal((tokens, p))
     X = Z if mu is None else Z + rng.choice([-1.0, 1.0], tokens)[:, None] * np.asarray(mu, dtype=float)[None, :]

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..activations.activation import activation
 from ..activations.shifted import ShiftedGaussian
+from ..caching import Memo
 from ..errors import ConvergenceError, FiniteSizeWarning, ParameterError
 from ..gauss import composite_gauss_legendre, gauss_hermite
 from ..model import STRONG_SIGNAL_T, as_geometry, dimension, kernel_constants, signal_strength, weight_strength
@@ -707,19 +708,18 @@ def latent_resolvent(ctx, c, kern: dict, G: np.ndarray):
 
 
 # ============================================================================ public evaluation
-_KERNEL_CACHE: dict = {}
+#: the latent kernels already built: (f, Gram, rank, p, precision, nq) → :func:`latent_kernels` plus 'separable'
+LATENT_KERNELS = Memo("finite_p.latent_kernels", 32)
 
 
 def _kernels_cached(ctx, f, geom, p, nq=None):
     """:func:`latent_kernels` with the separable expansion of 𝔻, cached per (f, geometry, p, precision, nq)."""
-    key = (f, geom.gram.tobytes(), geom.rank, int(p), ctx.dps, nq)
-    if key not in _KERNEL_CACHE:
-        if len(_KERNEL_CACHE) > 32:
-            _KERNEL_CACHE.clear()
+    def build():
         kern = latent_kernels(ctx, f, geom, int(p), nq=nq)
         kern["separable"] = weighted_svd(ctx, kern["D"], kern["w"], ctx.svd_tol)
-        _KERNEL_CACHE[key] = kern
-    return _KERNEL_CACHE[key]
+        return kern
+
+    return LATENT_KERNELS.get((f, geom.gram, geom.rank, int(p), ctx.dps, nq), build)
 
 
 def _diagonal(ctx, f, kern, p, geom, diagonal):

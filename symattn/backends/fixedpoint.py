@@ -26,47 +26,53 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import ConvergenceError
+from .result import EngineResult
 
 __all__ = ["FixedPointResult", "Damped", "Anderson", "Newton", "StallRestart", "GrowthRestart", "fixed_point"]
 
 
-@dataclass
-class FixedPointResult:
-    """The outcome of :func:`fixed_point` (in the style of scipy's ``OptimizeResult``).
+class FixedPointResult(EngineResult):
+    """The outcome of :func:`fixed_point`: an :class:`~symattn.backends.result.EngineResult` (scipy's
+    ``OptimizeResult``) with ``values`` the fixed point, ``residuals`` its residual, ``method`` the strategy
+    active at the end, and the driver's extras.
 
     Attributes
     ----------
     x : array
-        The fixed point: Φ(x_k) at the last evaluation (or at the best point when a floor stopped it).
+        The fixed point (``values``): Φ(x_k) at the last evaluation (or at the best point when a floor stopped it).
     residual : float
-        ρ(Φ(x_k), x_k) of the returned point.
+        ρ(Φ(x_k), x_k) of the returned point (``residuals``).
     iterations : int
         Evaluations of Φ.
     restarts : int
         Restarts (history resets) of the restart policy.
     strategy : str
-        The strategy active at the end ('damped', 'anderson', 'newton').
+        The strategy active at the end ('damped', 'anderson', 'newton'; ``method``).
     converged : bool
         True (a result that did not converge is raised as ConvergenceError instead).
     history : list of float
         The last residuals (at most ``keep`` of them).
     aux : object
         What the engine's ``evaluate`` returned with Φ at the returned point.
+
+    Examples
+    --------
+    >>> r = FixedPointResult(x=[0.5], residual=1e-14, iterations=3, restarts=0, strategy="newton")
+    >>> r.x is r.values, r.strategy, r.converged
+    (True, 'newton', True)
     """
 
-    x: object
-    residual: float
-    iterations: int
-    restarts: int
-    strategy: str
-    converged: bool = True
-    history: list = field(default_factory=list)
-    aux: object = None
+    def __init__(self, x, residual, iterations, restarts, strategy, converged=True, history=None, aux=None):
+        super().__init__(x, strategy, residuals=residual, iterations=iterations, restarts=restarts,
+                         converged=converged, history=[] if history is None else history, aux=aux)
+
+    x = property(lambda self: self["values"])
+    residual = property(lambda self: self["residuals"])
+    strategy = property(lambda self: self["method"])
 
 
 class State:

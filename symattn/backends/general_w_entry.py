@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..caching import memoize
 from ..errors import ConvergenceError, ParameterError
 from ..model import check_mu, check_weights, weight_rank
-from .general_w import (MAX_BLOCK_RANK, MPMATH_MAX_P, arith, digest, general_w_error, hermite_block_constants,
+from .general_w import (MAX_BLOCK_RANK, MPMATH_MAX_P, arith, general_w_error, hermite_block_constants,
                         hermite_block_error)
 from .strong_direction import bulk_signal_error
 
-__all__ = ["BLOCK_MAX_RANK", "BLOCK_MAX_FRACTION", "STRUCTURES", "kernel_structure", "general_memorization_error"]
+__all__ = ["BLOCK_MAX_RANK", "BLOCK_MAX_FRACTION", "STRUCTURES", "kernel_structure", "general_memorization_error",
+           "general_readout"]
 
 #: the kernel models of :func:`general_memorization_error`
 STRUCTURES = ("auto", "blocks", "free")
@@ -35,10 +37,6 @@ STRUCTURES = ("auto", "blocks", "free")
 BLOCK_MAX_RANK = MAX_BLOCK_RANK
 #: ... and up to this fraction of p (a rank-p/4 random W was within 2 % with the free noise, §12.6)
 BLOCK_MAX_FRACTION = 0.25
-#: Hermite-block constants already computed, keyed on (activation, W's content)
-_BLOCK_CONSTANTS: dict = {}
-#: ranks of the W already seen, keyed on W's content
-_RANKS: dict = {}
 
 
 def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagonal: str = "f",
@@ -96,16 +94,12 @@ def kernel_structure(W, structure: str = "auto", backend: str = "numpy", diagona
     return "blocks" if low_rank or 0 < r_eff <= BLOCK_MAX_FRACTION * p else "free"
 
 
+@memoize("general_w_entry.ranks", 16)   # one SVD per W, not one per call
 def _rank(W) -> tuple:
     """(rank W, effective rank ‖W‖_F⁴/‖WᵀW‖_F²), one SVD per W."""
-    key = digest(W)
-    if key not in _RANKS:   # one SVD per W, not one per call
-        if len(_RANKS) > 16:
-            _RANKS.clear()
-        M = W.T @ W
-        m2 = float(np.sum(M * M))
-        _RANKS[key] = (weight_rank(W), float(np.trace(M)) ** 2 / m2 if m2 > 0 else 0.0)
-    return _RANKS[key]
+    M = W.T @ W
+    m2 = float(np.sum(M * M))
+    return weight_rank(W), float(np.trace(M)) ** 2 / m2 if m2 > 0 else 0.0
 
 
 def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
@@ -116,15 +110,49 @@ def _attention(kind, f, c, gammas, W, mu, signal, diagonal, ar):
         signal = "linear"
     if kind == "free":
         return general_w_error(f, c, gammas, W, mu, signal=signal, diagonal=diagonal, ctx=ar)["E"]
-    key = (f, digest(W))
-    if key not in _BLOCK_CONSTANTS:
-        if len(_BLOCK_CONSTANTS) > 16:
-            _BLOCK_CONSTANTS.clear()
-        # above MAX_BLOCK_RANK (a full-rank W of small effective rank, or an explicit structure='blocks') every
-        # block is enumerated, the cubic one compressed into atoms (docs/theory.md §12.9)
-        full = _rank(W)[0] > MAX_BLOCK_RANK
-        _BLOCK_CONSTANTS[key] = hermite_block_constants(f, W, max_rank=W.shape[0] if full else MAX_BLOCK_RANK)
-    return hermite_block_error(f, c, gammas, W, mu, signal=signal, constants=_BLOCK_CONSTANTS[key])["E"]
+    return hermite_block_error(f, c, gammas, W, mu, signal=signal, constants=_block_constants(f, W))["E"]
+
+
+def _block_constants(f, W):
+    """The Hermite-block constants of (f, W) (cached by content in ``block_constants``): above MAX_BLOCK_RANK (a
+    full-rank W of small effective rank, or an explicit structure='blocks') every block is enumerated, the cubic
+    one compressed into atoms (docs/theory.md §12.9)."""
+    full = _rank(W)[0] > MAX_BLOCK_RANK
+    return hermite_block_constants(f, W, max_rank=W.shape[0] if full else MAX_BLOCK_RANK)
+
+
+def general_readout(f, c, gamma, W, mu=None, structure: str = "auto", diagonal: str = "f") -> dict:
+    r"""The training theory of one W at one c with the readout's moments (docs/theory.md §14.9): the
+    Gaussian-equivalent value (``signal='linear'``) of the kernel model that ``structure`` selects
+    (:func:`kernel_structure`), with the mean β̄ and second moment 𝓑 ≃ E[ββᵀ] of the readout at each γ
+    (:mod:`symattn.backends.general_w.response`).
+
+    Returns
+    -------
+    dict
+        'E', 'F', 'moments' (:class:`~symattn.backends.general_w.response.ReadoutMoments` per γ), 'model'
+        (the :class:`~symattn.backends.general_w.GeneralWModel` of the pencil), 'structure', 'blocks' (the
+        structured blocks [(squared weights, ρu², ρv²), …]; none for the free noise) and 'nodes' (the diagonal's
+        latent nodes {'kappa', 'w'}).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from symattn import activation
+    >>> out = general_readout(activation("tanh"), 0.5, [1.0], np.eye(20))
+    >>> out["structure"], len(out["moments"]), out["blocks"]
+    ('free', 1, [])
+    """
+    from .general_w.response import general_w_readout, hermite_block_readout
+
+    W = check_weights(W)
+    mu = check_mu(mu, W.shape[0])
+    kind = kernel_structure(W, structure, diagonal=diagonal, signal="linear")
+    if kind == "free":
+        out = general_w_readout(f, c, gamma, W, mu, diagonal=diagonal)
+        m = out["model"]
+        return dict(out, structure=kind, blocks=[], nodes={"kappa": m.kappa, "w": m.kw})
+    return dict(hermite_block_readout(f, c, gamma, W, mu, constants=_block_constants(f, W)), structure=kind)
 
 
 def general_memorization_error(f, c, gamma, weights, mu=None, model: str = "attention", backend: str = "numpy",

@@ -40,7 +40,7 @@ from ..errors import ConvergenceError
 from .kernels import KERNELS, TRACE_MOMENTS, gram_values
 from .quadrature import integrate_many, mp_nodes as _mp_nodes
 
-NEWTON_MAX_ITER = 25
+QUADRATURE_NEWTON_MAX_ITER = 25
 NONMONOTONE = 1e4          # a Newton step may raise the merit function at most this factor
 FIXED_POINT_MAX_ITER = 20000
 CONTINUATION_START = 1e-2  # continuation in γ starts at this multiple of a1² + s² + d²
@@ -49,6 +49,9 @@ REGULAR_MIN_P = 1e-2      # regular_traces: below this P = (γ + s² e2) e1 the 
 QUADRATURE_ACCEPT = 1e3   # at the node budget, a residual on twice the nodes up to this × quad_tol is accepted
 PRECISION_DRAWS = 2       # perturbation draws of precision_estimate
 WOODBURY_COND = 1e-6       # float64 Woodbury solves with cond·eps above this are done in exact arithmetic
+#: float64: array passes over many points (the Woodbury step, the closed form's integrals) run in blocks of this
+#: many points, so that their temporaries stay in cache (a (P, N, N) array of 10^5 points is 80 MB)
+BLOCK = 2048
 
 
 class BulkSolution:
@@ -128,7 +131,7 @@ def _args(lam, e, params):
 def _fixed_point_map(ctx, lam, w, e, params, jacobian=True):
     """I(e) = ∫ g(λ; e) dμ_S (P, 3), its scale ∫ |g| dμ_S (P, 3) and, with ``jacobian``,
     ∫ ∂g/∂e dμ_S (P, 3, 3) (else None). The scale is what the residual is measured against
-    (:func:`_relative_residual`)."""
+    (:func:`relative_residual`)."""
     key = "bulk-newton" if jacobian else "bulk-residual"
     vals = _kernel(ctx, key)(*_args(lam, e, params))
     I = integrate_many(vals[:3], w)
@@ -147,8 +150,17 @@ def _residual_scale(ctx, e, A):
     return np.maximum(np.maximum(np.abs(ctx.to_float(e)), ctx.to_float(A)), np.finfo(float).tiny)
 
 
-def _relative_residual(ctx, e, I, A):
-    """max_i |e_i − I_i| / max(|e_i|, ∫ |g_i| dμ_S) per point."""
+def relative_residual(ctx, e, I, A):
+    """max_i |e_i − I_i| / max(|e_i|, ∫ |g_i| dμ_S) per point: the residual of e = I(e) (P, 3) that the quadrature
+    solver and the closed form both converge on (``A`` = ∫ |g_i| dμ_S, (P, 3)).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> e = np.array([[2.0, 0.5, 0.25]])
+    >>> relative_residual(FloatContext(), e, e * (1 + 2.0**-20), np.abs(e)).tolist() == [2.0**-20]
+    True
+    """
     return np.max(np.abs(ctx.to_float(e - I)) / _residual_scale(ctx, e, A), axis=-1)
 
 
@@ -193,15 +205,15 @@ def _solve_rows(ctx, A, b):
         return out
 
 
-def _newton(ctx, lam, w, e, params, tol):
+def _quadrature_newton(ctx, lam, w, e, params, tol):
     """Vectorised Newton with backtracking; returns (e, residual, converged mask, iterations)."""
     eye = ctx.convert(np.eye(3))
     I, A, JI = _fixed_point_map(ctx, lam, w, e, params)
-    res = _relative_residual(ctx, e, I, A)
+    res = relative_residual(ctx, e, I, A)
     merit = _merit(ctx, e, I, A)
     it = 0
     active = res > tol
-    while np.any(active) and it < NEWTON_MAX_ITER:
+    while np.any(active) and it < QUADRATURE_NEWTON_MAX_ITER:
         it += 1
         idx = np.nonzero(active)[0]
         step = _solve_rows(ctx, eye[None] - JI[idx], e[idx] - I[idx])
@@ -214,7 +226,7 @@ def _newton(ctx, lam, w, e, params, tol):
             ok = _admissible(ctx, lam[pending], w[pending], trial, sub, strict=False)
             safe = np.where(ok[:, None], trial, e[pending])
             I_t, A_t, JI_t = _fixed_point_map(ctx, lam[pending], w[pending], safe, sub)
-            r_t = _relative_residual(ctx, safe, I_t, A_t)
+            r_t = relative_residual(ctx, safe, I_t, A_t)
             m_t = _merit(ctx, safe, I_t, A_t)
             # non-monotone acceptance: Newton may climb the merit function for a few steps on its way
             better = ok & ((m_t < NONMONOTONE * merit[pending]) | (r_t <= tol))
@@ -244,9 +256,9 @@ def _continuation(ctx, lam, w, params, tol, start=CONTINUATION_START, max_steps=
     target = ctx.to_float(gamma[:, 0])
     scale = ctx.to_float(a1[:, 0]) ** 2 + ctx.to_float(s2[:, 0]) + ctx.to_float(d[:, 0]) ** 2
     g_now = np.maximum(target, start * scale)
-    e = _initial_guess(ctx, ctx.convert(g_now))
+    e = initial_guess(ctx, ctx.convert(g_now))
     sub = (rc, ctx.convert(g_now.reshape(-1, 1)), a1, s2, d)
-    e, res, ok, total = _newton(ctx, lam, w, e, sub, tol)
+    e, res, ok, total = _quadrature_newton(ctx, lam, w, e, sub, tol)
     ok &= _admissible(ctx, lam, w, e, sub, strict=False)
     prev_g, prev_e = g_now.copy(), e.copy()
     ratio = np.full(P, 10.0)
@@ -268,7 +280,7 @@ def _continuation(ctx, lam, w, params, tol, start=CONTINUATION_START, max_steps=
                     guess[j, k] = e[i, k] * ctx.convert((b / a) ** step[j])
             guess[j, 2] = e[i, 2] + (e[i, 2] - prev_e[i, 2]) * ctx.convert(step[j])
         sb = (rc[active], ctx.convert(gn.reshape(-1, 1)), a1[active], s2[active], d[active])
-        e_n, r_n, conv, it = _newton(ctx, lam[active], w[active], guess, sb, tol)
+        e_n, r_n, conv, it = _quadrature_newton(ctx, lam[active], w[active], guess, sb, tol)
         total += it
         conv &= _admissible(ctx, lam[active], w[active], e_n, sb, strict=False)
         took, failed = active[conv], active[~conv]
@@ -280,11 +292,23 @@ def _continuation(ctx, lam, w, params, tol, start=CONTINUATION_START, max_steps=
     return e, res, ok, total
 
 
-def _fixed_point(ctx, lam, w, e, params, tol):
+def damped_fixed_point(ctx, lam, w, e, params, tol):
     """Damped iteration e ← ½e + ½I(e) (docs/theory.md §5.5), the fallback for points where Newton fails.
 
     Near a1 = 0 at small γ the Jacobian is nearly singular and Newton's basin is tiny; this
-    iteration still converges (linearly). Returns (e, residual, iterations).
+    iteration still converges (linearly). ``lam``, ``w``: the quadrature nodes and weights (P, m);
+    ``params``: (√c, γ, a1, s², d), each (P, 1). Returns (e, residual, iterations).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> from symattn.backends.quadrature import mp_nodes
+    >>> ctx = FloatContext()
+    >>> lam, w = mp_nodes(ctx, np.array([0.5]), 200)
+    >>> params = tuple(np.full((1, 1), v) for v in (np.sqrt(0.5), 1.0, 0.6, 0.03, 0.0))
+    >>> e, res, its = damped_fixed_point(ctx, lam, w, initial_guess(ctx, np.array([1.0])), params, 1e-12)
+    >>> bool(res[0] <= 1e-12 and e[0, 0] > 0)
+    True
     """
     res = np.full(e.shape[0], np.inf)
     active = np.arange(e.shape[0])
@@ -293,7 +317,7 @@ def _fixed_point(ctx, lam, w, e, params, tol):
         it += 1
         sub = tuple(p[active] for p in params)
         I, A, _ = _fixed_point_map(ctx, lam[active], w[active], e[active], sub, jacobian=False)
-        res[active] = _relative_residual(ctx, e[active], I, A)
+        res[active] = relative_residual(ctx, e[active], I, A)
         e[active] = (e[active] + I) / 2
         active = active[res[active] > tol]
     return e, res, it
@@ -326,14 +350,31 @@ def _reduced_a1_d_zero(ctx, lam, w, params, max_iter=400):
     return e
 
 
-def _initial_guess(ctx, gamma):
+def initial_guess(ctx, gamma):
+    """The start e = (1/γ, 0, 0) (P, 3) of the bulk Newton iterations at the ridges ``gamma`` (P,), shared with the
+    closed form: the solution of e = I(e) as γ → ∞ (docs/theory.md §5.5).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> initial_guess(FloatContext(), np.array([0.5, 2.0])).tolist()
+    [[2.0, 0.0, 0.0], [0.5, 0.0, 0.0]]
+    """
     e = ctx.convert(np.zeros((gamma.shape[0], 3)))
     e[:, 0] = 1 / gamma.reshape(-1)
     return e
 
 
-def _points(ctx, *values):
-    """Broadcast scalars/arrays to 1-D arrays of P points in the context's arithmetic."""
+def point_arrays(ctx, *values):
+    """Broadcast scalars/arrays to 1-D arrays of P points in the context's arithmetic: (P, [arrays]).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> P, (c, g) = point_arrays(FloatContext(), 0.5, [1.0, 2.0])
+    >>> P, c.tolist(), g.tolist()
+    (2, [0.5, 0.5], [1.0, 2.0])
+    """
     P = int(np.prod(np.broadcast_shapes(*(np.shape(v) for v in values)) or (1,)))
     return P, [np.broadcast_to(ctx.convert(v), np.broadcast_shapes(*(np.shape(x) for x in values)))
                .reshape(P).copy() for v in values]
@@ -372,16 +413,16 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
     >>> sol.e.shape, bool(sol.residual[0] < 1e-12)
     ((1, 3), True)
     """
-    P, (c, gamma, a1, s2, d) = _points(ctx, c, gamma, a1, s2, d)
+    P, (c, gamma, a1, s2, d) = point_arrays(ctx, c, gamma, a1, s2, d)
     params = tuple(v.reshape(P, 1) for v in (ctx.sqrt(c), gamma, a1, s2, d))
-    e = _initial_guess(ctx, gamma)
+    e = initial_guess(ctx, gamma)
     m, total_it = ctx.nodes, 0
     todo = np.arange(P)
     groups, corrections, res_all, quad_all = [], [], np.zeros(P), np.zeros(P)
     while todo.size:
         sub = tuple(p[todo] for p in params)
         lam, w, corr = _mp_nodes(ctx, c[todo], m, parts=True)
-        e_sub, res, conv, it = _newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
+        e_sub, res, conv, it = _quadrature_newton(ctx, lam, w, e[todo].copy(), sub, ctx.tol)
         total_it += it
         bad = np.nonzero(~conv | ~_admissible(ctx, lam, w, e_sub, sub))[0]
         # a1, d this small relative to the kernel's size √(a1² + s² + d²) (quadrature zeros) change e
@@ -391,7 +432,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         exact = bad[(a1f <= tiny) & (df <= tiny)]
         if exact.size:  # a1 = d = 0: the reduced one-dimensional equation, then a Newton polish
             sb = tuple(p[exact] for p in sub)
-            e_r, r_r, conv_r, it_r = _newton(ctx, lam[exact], w[exact], _reduced_a1_d_zero(ctx, lam[exact], w[exact], sb),
+            e_r, r_r, conv_r, it_r = _quadrature_newton(ctx, lam[exact], w[exact], _reduced_a1_d_zero(ctx, lam[exact], w[exact], sb),
                                              sb, ctx.tol)
             total_it += it_r
             conv_r &= _admissible(ctx, lam[exact], w[exact], e_r, sb)
@@ -408,7 +449,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
             bad = np.setdiff1d(bad, small[conv_c])
         if bad.size:  # fallback: the damped fixed point of docs/theory.md §5.5 (slow but sure)
             sb = tuple(p[bad] for p in sub)
-            e_sub[bad], res[bad], it_fp = _fixed_point(ctx, lam[bad], w[bad], _initial_guess(ctx, gamma[todo][bad]),
+            e_sub[bad], res[bad], it_fp = damped_fixed_point(ctx, lam[bad], w[bad], initial_guess(ctx, gamma[todo][bad]),
                                                         sb, ctx.tol)
             total_it += it_fp
             stuck = bad[res[bad] > ctx.tol]
@@ -419,7 +460,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         e[todo] = e_sub
         lam2, w2 = _mp_nodes(ctx, c[todo], 2 * m)
         I2, A2, _ = _fixed_point_map(ctx, lam2, w2, e_sub, sub, jacobian=False)
-        res2 = _relative_residual(ctx, e_sub, I2, A2)
+        res2 = relative_residual(ctx, e_sub, I2, A2)
         fine = res2 <= ctx.quad_tol
         if 2 * m > ctx.max_nodes:  # the budget is spent: accept near misses (the precision estimate sees res2)
             fine = res2 <= QUADRATURE_ACCEPT * float(ctx.quad_tol)
@@ -435,7 +476,7 @@ def solve_bulk(ctx, c, gamma, a1, s2, d, point_info=None) -> BulkSolution:
         todo, m = todo[~fine], 2 * m
     sol = BulkSolution(e=e, params=params, groups=groups, iterations=total_it, residual=res_all, quadrature=quad_all,
                        corrections=corrections)
-    _check_branch(ctx, sol, point_info, c, gamma)
+    check_branch(ctx, sol, point_info, c, gamma)
     return sol
 
 
@@ -448,8 +489,18 @@ def _describe(info, idx, c, gamma):
     return out
 
 
-def _check_branch(ctx, sol, info, c, gamma):
-    """Raise ConvergenceError unless every point converged on the branch e1 > 0, 0 ≤ e2 ≤ 1, Δ > 0."""
+def check_branch(ctx, sol, info, c, gamma):
+    """Raise ConvergenceError unless every point of the bulk solution ``sol`` converged on the branch e1 > 0,
+    0 ≤ e2 ≤ 1, Δ > 0 (``info``: the description of the points, for the error; ``c``, ``gamma``: (P,)).
+
+    Examples
+    --------
+    >>> from symattn.backends.context import FloatContext
+    >>> ctx = FloatContext()
+    >>> sol = solve_bulk(ctx, 0.5, [0.1, 1.0], 0.6, 0.03, 0.0)
+    >>> check_branch(ctx, sol, {}, np.array([0.5, 0.5]), np.array([0.1, 1.0])) is None
+    True
+    """
     bad = sol.residual > float(ctx.tol) * 10
     if np.any(bad):
         idx = np.nonzero(bad)[0]
@@ -630,8 +681,37 @@ def kernel_coefficients(ctx, a1, gram, rank: int):
     return np.asarray(a1).reshape(-1, 1, 1) * L
 
 
-def woodbury(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None):
-    r"""F and F'(γ) from the traces by the Woodbury identity (docs/theory.md §6.6).
+class WoodburyResult(tuple):
+    """What :func:`woodbury` returns: the pair (F, F_dot), which unpacks as such, with the equilibrated
+    condition numbers κ_s of I + ĈΓ as ``kappa`` (P,) (0 where the exact rational step solved the point, NaN
+    where the exact points were given; 0 for mpmath).
+
+    Examples
+    --------
+    >>> r = WoodburyResult(np.ones(1), np.zeros(1), np.full(1, 3.0))
+    >>> F, F_dot = r
+    >>> r.F.tolist(), r.F_dot.tolist(), r.kappa.tolist()
+    ([1.0], [0.0], [3.0])
+    """
+
+    def __new__(cls, F, F_dot, kappa):
+        self = super().__new__(cls, (F, F_dot))
+        self.kappa = kappa
+        return self
+
+    @property
+    def F(self):
+        return self[0]
+
+    @property
+    def F_dot(self):
+        return self[1]
+
+
+def woodbury(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None, *, exact=None, store=None,
+             rational: bool = True) -> WoodburyResult:
+    r"""F and F'(γ) from the traces by the Woodbury identity (docs/theory.md §6.6): the one Woodbury step of
+    the quadrature solver, the closed form (:mod:`symattn.backends.closed_runtime`) and generated solvers.
 
     With v = (I + ĈΓ)^{-1} e_0 (e_0 the first unit vector, Γ and Ĉ symmetric),
 
@@ -640,10 +720,15 @@ def woodbury(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None):
     which is Γ̇00 − 2ėᵀu + uᵀΓ̇u with u = e_0 − v = Ĉ(I + ΓĈ)^{-1}e, e = Γ[:, 0], written without
     the subtraction (dR = L dΓ Lᵀ for R = (I + ΓĈ)^{-1}Γ, L = (I + ΓĈ)^{-1}): the expanded form
     cancels catastrophically where F is small (a strong signal). −Γ̇ is a Gram matrix, so
-    E = −γ² vᵀΓ̇v ≥ 0 term by term. In float64, points where I + ĈΓ is ill-conditioned (a strong
-    signal: condition number ~ snr²) are redone in exact rational arithmetic from the float64
-    traces, a1, 𝔊 and √c (:func:`_exact_woodbury`): E is well-conditioned in the traces even
-    there, but not in independently rounded entries of Γ and Ĉ.
+    E = −γ² vᵀΓ̇v ≥ 0 term by term.
+
+    float64: v from the inverse of the equilibrated matrix R(I + ĈΓ)S (R, S diagonal powers of two: every
+    row, then every column, of 1-norm in [1/2, 1)), in blocks of :data:`BLOCK` points. At small γ, Γ ~ 1/γ
+    makes I + ĈΓ badly scaled but not ill-conditioned: the equilibrated condition number κ_s (1-norm)
+    stays ~10². Points with κ_s·eps at least :data:`WOODBURY_COND` (a strong signal: κ_s ~ snr²) are
+    redone in exact rational arithmetic from the float64 traces, a1, 𝔊 and √c: E is well-conditioned in
+    the traces even there, but not in independently rounded entries of Γ and Ĉ. mpmath: Gaussian
+    elimination with partial pivoting at the working precision.
 
     Parameters
     ----------
@@ -657,15 +742,25 @@ def woodbury(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None):
     rc : array (P,)
         √c.
     a1 : array (P,), optional
-        With ``A = a1 Λ(𝔊)``: the exact path rebuilds 𝒜 from a1 and 𝔊 (their rounded product
+        With ``A = a1 Λ(𝔊)``: the exact step rebuilds 𝒜 from a1 and 𝔊 (their rounded product
         loses the structure that a strong signal depends on).
     centred : array (P, 3), optional
         The centred traces U of :func:`regular_traces`, which Γ is written in; default from T
         (T_KQK^(1) − 1, T_KQK^(2) − 1/c, T_KQK^(3) − (1 + 1/c)/c, with their cancellation).
+    exact : array (P,) bool, optional
+        float64: the points for the exact step, given (no condition number is computed then: the perturbed
+        evaluations of the closed form's error estimate follow the unperturbed one).
+    store : dict, optional
+        float64: receives ``v`` (P, N) and the adjoint ``z`` = Ĉᵀ(I + ĈΓ)^{-T}Γ̇v (P, N) (NaN where no inverse
+        was computed), for the first-order changes of E (:func:`symattn.backends.closed_runtime.attention_closed`).
+    rational : bool
+        False: no exact rational step; every κ_s is returned (the error estimate of the mpmath closed form
+        needs the float64 solve and κ_s only).
 
     Returns
     -------
-    F, F_dot : arrays (P,)
+    WoodburyResult
+        (F, F_dot), arrays (P,), with ``kappa``.
 
     Examples
     --------
@@ -683,44 +778,125 @@ def woodbury(ctx, T, T_dot, A, gram, rank: int, rc, a1=None, centred=None):
     if centred is None:
         c = rc**2
         centred = np.stack([T[:, 6] - 1, T[:, 7] - 1 / c, T[:, 8] - (1 + 1 / c) / c], axis=-1)
-    T = np.concatenate([T[:, :6], centred], axis=1)
-    Gam, Gdot, Ch = _woodbury_matrices(KERNELS[ctx.lambdify_modules], T, T_dot, A, gram, rank, rc, P, dtype)
-    N = Gam.shape[-1]
-    M = ctx.convert(np.eye(N))[None] + Ch @ Gam
-    e0 = ctx.convert(np.broadcast_to(np.eye(N)[0], (P, N)).copy())
-    exact = np.zeros(P, dtype=bool)
-    if dtype is float:
-        with np.errstate(all="ignore"):
-            finite = np.all(np.isfinite(M), axis=(1, 2))
-            cond = np.full(P, np.inf)
-            cond[finite] = np.linalg.cond(M[finite])
-        exact = ~(cond * np.finfo(float).eps < WOODBURY_COND)
-    F, F_dot = ctx.zeros(P), ctx.zeros(P)
-    ok = ~exact
-    if ok.any():
-        if dtype is float:
-            v = ctx.solve(M[ok], e0[ok])
-        else:
-            v = np.array([_gauss_solve(Mi.tolist(), ei.tolist()) for Mi, ei in zip(M[ok], e0[ok])], dtype=object)
-        F[ok] = (Gam[ok, 0, :] * v).sum(axis=-1)
-        F_dot[ok] = np.einsum("pi,pij,pj->p", v, Gdot[ok], v)
-    for i in np.nonzero(exact)[0]:
-        sel = slice(i, i + 1)
-        A_i = (None if a1 is None else np.asarray(a1, dtype=float).reshape(-1)[i])
-        F[i], F_dot[i] = _exact_woodbury(T[sel], T_dot[sel], A[sel], gram[sel], rank, np.asarray(rc)[sel], A_i)
-    return F, F_dot
+    Tc = np.concatenate([T[:, :6], centred], axis=1)
+    if dtype is not float:
+        F, F_dot = ctx.zeros(P), ctx.zeros(P)
+        Gam, Gdot, Ch = coupling_matrices(KERNELS[ctx.lambdify_modules], Tc, T_dot, A, gram, rank, rc, P, dtype)
+        N = Gam.shape[-1]
+        M = ctx.convert(np.eye(N))[None] + Ch @ Gam
+        e0 = [ctx.convert(1.0)] + [ctx.convert(0.0)] * (N - 1)
+        rows = [_gauss_solve(Mi.tolist(), e0) for Mi in M]   # None: singular
+        v = np.array([x if x is not None else [ctx.convert(np.nan)] * N for x in rows], dtype=object).reshape(P, N)
+        F[:] = (Gam[:, 0, :] * v).sum(axis=-1)
+        F_dot[:] = np.einsum("pi,pij,pj->p", v, Gdot, v)
+        return WoodburyResult(F, F_dot, np.zeros(P))
+    rcv = np.broadcast_to(np.asarray(rc), (P,))
+    kappa = np.full(P, np.inf if exact is None else np.nan)
+    F, F_dot = np.full(P, np.nan), np.full(P, np.nan)
+    N = 6 + 4 * rank
+    if store is not None:
+        store["v"], store["z"] = np.full((P, N), np.nan), np.full((P, N), np.nan)
+    with np.errstate(all="ignore"):
+        for lo in range(0, P, BLOCK):   # blocks of points: the (block, N, N) arrays stay in cache
+            at = slice(lo, min(P, lo + BLOCK))
+            n = at.stop - lo
+            Gam, Gdot, Ch = coupling_matrices(KERNELS["numpy"], Tc[at], T_dot[at], A[at], gram[at], rank, rcv[at],
+                                              n, float)
+            M = Ch @ Gam
+            M[:, range(N), range(N)] += 1
+            good = np.all(np.isfinite(np.einsum("pij->pi", M)), axis=1)
+            if exact is not None:
+                good &= ~exact[at]
+            gsel = slice(None) if good.all() else good   # a view in the common case (M is not used again)
+            Mg = M[gsel]
+            # row scales, then column scales: powers of two (exact), 1-norms in [1/2, 1) (einsum: numpy's
+            # reductions over a short last axis are slow)
+            r = np.ldexp(1.0, -np.frexp(np.einsum("pij->pi", np.abs(Mg)))[1])
+            Mg *= r[:, :, None]
+            aM = np.abs(Mg)
+            sc = np.ldexp(1.0, -np.frexp(np.einsum("pij->pj", aM))[1])
+            Mg *= sc[:, None, :]
+            aM *= sc[:, None, :]
+            colsum = np.einsum("pij->pj", aM)
+            sing = ~np.all(np.isfinite(colsum), axis=1)
+            if sing.any():
+                Mg[sing] = np.eye(N)
+            if exact is None:   # the inverse, for κ_s in the 1-norm
+                try:
+                    Minv = np.linalg.inv(Mg)
+                except np.linalg.LinAlgError:   # a singular one among them: one by one
+                    Minv = np.full(Mg.shape, np.nan)
+                    for i in range(len(Mg)):
+                        try:
+                            Minv[i] = np.linalg.inv(Mg[i])
+                        except np.linalg.LinAlgError:
+                            sing[i] = True
+                y = Minv[:, :, 0] * r[:, :1]
+                k = np.max(colsum, axis=1) * np.max(np.einsum("pij->pj", np.abs(Minv)), axis=1)
+                k[sing] = np.inf
+                kappa[lo:at.stop][gsel] = np.where(np.isfinite(k), k, np.inf)
+            else:
+                rhs = np.zeros(Mg.shape[:2])
+                rhs[:, 0] = r[:, 0]
+                try:
+                    y = np.linalg.solve(Mg, rhs[:, :, None])[:, :, 0]
+                except np.linalg.LinAlgError:
+                    y = np.full(rhs.shape, np.nan)
+                y[sing] = np.nan
+            v = sc * y                                  # S (RMS)^{-1} R e_0
+            Gd = Gdot[gsel]
+            if store is not None:
+                store["v"][lo:at.stop][gsel] = v
+                if exact is None:   # the adjoint z = Ĉᵀ M⁻ᵀ Γ̇v, M⁻¹ = S (RMS)^{-1} R
+                    y = r * np.einsum("pji,pj->pi", Minv, sc * np.einsum("pij,pj->pi", Gd, v))
+                    store["z"][lo:at.stop][gsel] = np.einsum("pji,pj->pi", Ch[gsel], y)
+            F_dot[lo:at.stop][gsel] = np.einsum("pi,pij,pj->p", v, Gd, v)
+            F[lo:at.stop][gsel] = np.einsum("pi,pi->p", Gam[gsel, 0, :], v)
+    if exact is None:
+        exact = ~(kappa * np.finfo(float).eps < WOODBURY_COND)
+    if rational:
+        for i in np.nonzero(exact)[0]:
+            sel = slice(i, i + 1)
+            a1_i = None if a1 is None else np.asarray(a1, dtype=float).reshape(-1)[i]
+            F[i], F_dot[i] = _rational_step(Tc[sel], T_dot[sel], A[sel], gram[sel], rank, rcv[sel], a1_i)
+            kappa[i] = 0.0
+    return WoodburyResult(F, F_dot, kappa)
 
 
-def _woodbury_matrices(table, T, T_dot, A, gram, rank, rc, P, dtype):
-    """Γ, Γ̇ and Ĉ (P, N, N) from the traces (``T``: the six plain and three centred ones), 𝒜,
-    𝔊 and √c (docs/theory.md §6.4, §6.5), with the kernels of ``table`` (the float64 ones also
-    run on arrays of :class:`Rational` numbers)."""
+def coupling_matrices(table, T, T_dot, A, gram, rank, rc, P, dtype):
+    """Γ, Γ̇ and Ĉ (P, N, N), N = 6 + 4r, of the Woodbury step (:func:`woodbury`) from the traces (``T``: the
+    six plain and three centred ones), 𝒜, 𝔊 and √c (docs/theory.md §6.4, §6.5), with the kernels of
+    ``table`` (``KERNELS[modules]``; the float64 ones also run on arrays of :class:`Rational` numbers).
+
+    Examples
+    --------
+    >>> from symattn.backends.kernels import KERNELS
+    >>> G = np.eye(3)[None]
+    >>> A = np.eye(4)[None]
+    >>> Gam, Gdot, Ch = coupling_matrices(KERNELS["numpy"], np.ones((1, 9)), np.ones((1, 9)), A, G, 1, np.ones(1), 1,
+    ...                                   float)
+    >>> Gam.shape, bool(np.allclose(Ch[0], Ch[0].T))          # Ĉ = [[0, Cᵀ], [C, 0]] is symmetric
+    ((1, 10, 10), True)
+    """
     gv = gram_values(gram)
-    Gam = table[f"gamma-r{rank}"](*T.T, *gv, rc, P=P, dtype=dtype)
-    Gdot = table[f"gamma-dot-r{rank}"](*T_dot.T, *gv, rc, P=P, dtype=dtype)
     m = A.shape[-1]
-    Ch = table[f"c-hat-r{rank}"](*[A[:, i, j] for i in range(m) for j in range(m)], rc, P=P, dtype=dtype)
+    Gam = _dense(table[f"gamma-r{rank}"], (*T.T, *gv, rc), P, dtype)
+    Gdot = _dense(table[f"gamma-dot-r{rank}"], (*T_dot.T, *gv, rc), P, dtype)
+    Ch = _dense(table[f"c-hat-r{rank}"], [A[:, i, j] for i in range(m) for j in range(m)] + [rc], P, dtype)
     return Gam, Gdot, Ch
+
+
+def _dense(kernel, values, P, dtype):
+    """The (P, rows, cols) array of a matrix kernel at ``values``; float64: its nonzero entries written as one
+    (P, entries) block into the flattened matrices (one pass, not one strided write per entry)."""
+    if dtype is not float:
+        return kernel(*values, P=P, dtype=dtype)
+    rows, cols = kernel.shape
+    out = np.zeros((P, rows * cols))
+    if kernel.entries:
+        flat = [i * cols + j for i, j in kernel.entries]
+        out[:, flat] = np.stack([np.broadcast_to(v, (P,)) for v in kernel.nonzero(*values)], axis=1)
+    return out.reshape(P, rows, cols)
 
 
 class Rational:
@@ -823,7 +999,7 @@ class Rational:
 _SCALARS = (Rational, int, float, np.integer, np.floating)
 
 
-def _exact_woodbury(T, T_dot, A, gram, rank, rc, a1=None):
+def _rational_step(T, T_dot, A, gram, rank, rc, a1=None):
     """F = (Γv)_0 and F' = vᵀΓ̇v, v = (I + ĈΓ)^{-1}e_0, for one point in exact rational arithmetic
     (the float64 kernels evaluated on :class:`Rational` numbers, Gaussian elimination on them) from the float64
     traces (six plain, three centred), 𝒜 (or a1 and 𝔊: 𝒜 = a1 Λ(𝔊)) and √c; NaN where the system
@@ -838,7 +1014,7 @@ def _exact_woodbury(T, T_dot, A, gram, rank, rc, a1=None):
         A = Rational.of(float(a1)) * table[f"lambda-r{rank}"](*gram_values(gram), P=1, dtype=object)
     else:
         A = fr(np.asarray(A, dtype=float))
-    Gam, Gdot, Ch = (X[0].tolist() for X in _woodbury_matrices(table, T, T_dot, A, gram, rank, rc, 1, object))
+    Gam, Gdot, Ch = (X[0].tolist() for X in coupling_matrices(table, T, T_dot, A, gram, rank, rc, 1, object))
     N = len(Gam)
     M = [[int(i == j) + sum((Ch[i][k] * Gam[k][j] for k in range(N) if Ch[i][k] and Gam[k][j]), Rational(0))
           for j in range(N)] for i in range(N)]
@@ -1070,6 +1246,6 @@ def linear_error(ctx, c, gamma, snr):
     >>> bool(E[0] < 1e-15), bool(abs(E[1] - 1) < 1e-8)
     (True, True)
     """
-    _, (c, gamma, snr) = _points(ctx, c, gamma, snr)
+    _, (c, gamma, snr) = point_arrays(ctx, c, gamma, snr)
     fn = _kernel(ctx, "linear")
     return ctx.pointwise(lambda ci, gi, si: fn(ctx.sqrt(ci), gi, si)[0], c, gamma, snr)

@@ -64,7 +64,7 @@ def signal_from_args(args, layer) -> tuple:
 
 
 def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str = "f", n=None,
-                 structure: str = "auto") -> dict:
+                 structure: str = "auto", error: str = "train") -> dict:
     """The ``symattn solve --weights --json`` object (without provenance).
 
     Parameters
@@ -80,6 +80,9 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
         Must equal round(p/c) when given.
     structure : {'auto', 'blocks', 'free'}
         The kernel model (:func:`symattn.backends.general_w_entry.kernel_structure`).
+    error : {'train', 'test', 'both'}
+        The training error (keys E_attention, E_linear), the test error (E_attention_test, E_linear_test;
+        docs/theory.md §14.9), or both.
 
     Returns
     -------
@@ -110,16 +113,25 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     k = general_w_constants(f, W, mu)
     p = W.shape[0]
     models = ["attention", "linear"] if model == "both" else [model]
-    rows = {m: [] for m in models}
+    errs = ["train", "test"] if error == "both" else [error]
+    keys = [m + ("" if e == "train" else "_test") for e in errs for m in models]
+    rows = {m: [] for m in keys}
     ns = []
     layer = Layer(f, weights=W, diagonal=diagonal)
     accuracy = []
     for ci in cs:
+        if "test" in errs:
+            rt = layer.theory(ci, gamma, mu=mu, n=n, model=model, structure=structure, error="test")
+            Et = rt.E if model == "both" else {model: rt.E}
+            for m in models:
+                rows[m + "_test"].append(np.asarray(Et[m], dtype=float).tolist())
+        ns.append(int(round(p / ci)))
+        if "train" not in errs:
+            continue
         r = layer.theory(ci, gamma, mu=mu, n=n, model=model, structure=structure)
         E = r.E if model == "both" else {model: r.E}
         for m in models:
             rows[m].append(np.asarray(E[m], dtype=float).tolist())
-        ns.append(int(round(p / ci)))
         if r.accuracy is not None:   # the accuracy atlas' measurement nearby (docs/accuracy.md)
             a = r.accuracy
             accuracy.append([{"flag": a.flag(j), "gap": finite_or_none(a.gap.flat[j]),
@@ -128,7 +140,7 @@ def weights_data(act, c, gamma, W, mu=None, model: str = "both", diagonal: str =
     several = len(cs) > 1
     out = {"c": cs} if several else {}
     out["gamma"] = gamma.tolist()
-    for m in models:
+    for m in keys:
         out[f"E_{m}"] = rows[m] if several else rows[m][0]
     if accuracy:
         out["accuracy"] = accuracy if several else accuracy[0]
@@ -162,11 +174,12 @@ def run_weights(args, layer) -> int:
     mu, _, mtext = signal_from_args(args, layer)
     mtext = mtext.removeprefix("mu = ")
     data = weights_data(layer.activation, list(args.c), args.gamma, layer.weights, mu, args.model, args.diagonal,
-                        args.n, getattr(args, "structure", "auto"))
+                        args.n, getattr(args, "structure", "auto"), error=getattr(args, "error", "train"))
     if args.json:
         params = {"command": "solve", "activation": args.activation, "c": list(args.c), "gamma": list(args.gamma),
                   "weights": args.weights, "mu": args.mu or "zero", "snr": args.snr, "model": args.model,
-                  "diagonal": args.diagonal, "n": args.n, "structure": getattr(args, "structure", "auto")}
+                  "diagonal": args.diagonal, "n": args.n, "structure": getattr(args, "structure", "auto"),
+                  "error": getattr(args, "error", "train")}
         print_json(with_provenance(data, params, backend="numpy", dtype="float64"))
         return EXIT_OK
     print(f"activation {args.activation}; W = {wtext}: p = {data['p']}, ||W||_F^2/p = {fmt(data['omega'])}, "
@@ -175,7 +188,7 @@ def run_weights(args, layer) -> int:
                   "free": "free elliptic noise (docs/theory.md §12.1)", None: "not used"}[data["structure"]]
     print(f"mu = {mtext}; t = mu^T W mu/sqrt(p) = {fmt(data['t'])}; general-W theory (docs/theory.md §12); "
           f"rank W = {data['rank']}, kernel model: {model_text}")
-    keys = [k for k in ("E_attention", "E_linear") if k in data]
+    keys = [k for k in ("E_attention", "E_linear", "E_attention_test", "E_linear_test") if k in data]
     if "c" not in data:
         rows = [[fmt(g)] + [fmt(data[k][i], 8) for k in keys] for i, g in enumerate(data["gamma"])]
         print(format_table(["gamma"] + keys, rows, align="r" * (1 + len(keys))))

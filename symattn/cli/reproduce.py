@@ -104,7 +104,7 @@ def run(args) -> int:
     s = QUICK if args.quick else (PAPER if args.paper else FULL)
     s = replace(s, seed=check_int("seed", args.seed, 0), backend=args.backend, device=args.device)
     figures = list(dict.fromkeys(args.only)) if args.only else (list(PAPER_FIGURES) if args.paper else None)
-    named = [nm for nm in (figures or ()) if nm in ("minilm", "minilm_w")]
+    named = [nm for nm in (figures or ()) if nm in ("minilm", "minilm_w", "minilm_test")]
     if named:
         _check_real_weights(named[0])
     output_folder(args.out, "out")  # an existing file, /proc/x, ...: refused before minutes of work
@@ -127,6 +127,6 @@ def _check_real_weights(name: str = "minilm") -> None:
 
     try:
         realweights.minilm_path()
-        realweights._import_safetensors()
+        realweights.import_safetensors()
     except RealWeightsUnavailable as exc:
         raise ParameterError("only", name, "figures whose inputs are installed", hint=str(exc)) from None

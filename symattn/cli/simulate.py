@@ -168,7 +168,7 @@ def run(args) -> int:
         print(signal_text)
         if law is not None:
             print(f"tokens: {law!r} (docs/theory.md §15)")
-        if layer.engine() != "paper":
+        if layer.form != "plain" or layer.kernel != "entrywise":   # not the paper's layer (simulated, any form)
             print(f"layer: {layer!r}")
         keys = [k for k in ("E_attention", "E_linear", "E_attention_test", "E_linear_test") if data.get(k)]
         rows = []

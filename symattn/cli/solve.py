@@ -90,7 +90,8 @@ def add_parser(subparsers):
     p.add_argument("--error", choices=("train", "test", "both"), default="train",
                    help="train: the memorisation error (default); test: the generalisation error of the readout "
                         "on a fresh sequence, E_test = E(1/n)||y' - Phi'^T beta||^2 (docs/theory.md §14; the "
-                        "paper's model, gamma > 0); both: the two, columns E_*_test beside E_*")
+                        "paper's model, --weights, --heads with --readout sum, one W's --residual; gamma > 0); both: "
+                        "the two, columns E_*_test beside E_*")
     p.add_argument("--backend", choices=("numpy", "mpmath"), default="numpy",
                    help="numpy (fast, double precision) or mpmath (at --dps digits). Default numpy")
     add_dps_arg(p, "mpmath digits for --backend mpmath")
@@ -332,10 +333,6 @@ def run(args) -> int:
                                         "attention or both",
                              hint="the attention theory under correlated tokens is at finite p = round(c n) "
                                   "(docs/theory.md §15.5)")
-    if args.error != "train" and (variant_parameters(args) or layer.weights is not None):
-        raise ParameterError("error", args.error, "train with --weights, --heads, --residual or --kernel",
-                             hint="the test-error theory (docs/theory.md §14) is of the paper's model; measure the "
-                                  "others with: symattn simulate ... --error test")
     if variant_parameters(args):
         return _run_variant(args, layer)
     if layer.weights is not None:
@@ -483,13 +480,16 @@ def _run_variant(args, layer) -> int:
     linear_kw = dict(backend=args.backend, dps=args.dps,
                      geometry=kw["geometry"] if not square else
                      Geometry(snr=float(np.dot(mu, mu))) if mu is not None else None)
-    for m in ("attention", "linear"):
-        if args.model in (m, "both"):
-            rows = [[decimal(v, args.dps) if args.backend == "mpmath" else float(v) for v in np.asarray(
-                        (layer.theory(ci, args.gamma, model=m, **kw) if m == "attention" else
-                         plain.theory(ci, args.gamma, model=m, **linear_kw)).E, dtype=object).reshape(-1)]
-                    for ci in args.c]
-            out[f"E_{m}"] = rows if len(args.c) > 1 else rows[0]
+    for err in ("train", "test"):   # the test error: docs/theory.md §14.9 (summed heads, one W's residual)
+        if args.error not in (err, "both"):
+            continue
+        for m in ("attention", "linear"):
+            if args.model in (m, "both"):
+                rows = [[decimal(v, args.dps) if args.backend == "mpmath" else float(v) for v in np.asarray(
+                            (layer.theory(ci, args.gamma, model=m, error=err, **kw) if m == "attention" else
+                             plain.theory(ci, args.gamma, model=m, error=err, **linear_kw)).E, dtype=object).reshape(-1)]
+                        for ci in args.c]
+                out[f"E_{m}" + ("_test" if err == "test" else "")] = rows if len(args.c) > 1 else rows[0]
     shown = {**variant_parameters(args), **({"weights": args.weights} if args.weights is not None else {})}
     params = {**_parameters(args, geometry), "weights": args.weights, "mu": args.mu,
               **{k: getattr(args, k) for k in ("residual", "heads", "readout", "kernel", "temperature")}}
@@ -500,7 +500,7 @@ def _run_variant(args, layer) -> int:
     if not square:
         print(geometry_line(geometry))
     for i, ci in enumerate(args.c):
-        cols = [m for m in ("attention", "linear") if f"E_{m}" in out]
+        cols = [m for m in ("attention", "linear", "attention_test", "linear_test") if f"E_{m}" in out]
         rows = [[fmt(g)] + [fmt((out[f"E_{m}"][i] if len(args.c) > 1 else out[f"E_{m}"])[j], 6) for m in cols]
                 for j, g in enumerate(args.gamma)]
         print(f"c = {fmt(ci)}")

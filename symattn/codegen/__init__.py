@@ -2,12 +2,15 @@ r"""Generated standalone solvers: one small module per activation (``symattn cod
 
 :func:`generate_solver` writes, for one activation, a self-contained Python module that needs
 numpy and scipy only (the mpmath variant, ``backend='mpmath'``, also mpmath) and computes what
-:func:`symattn.solve` computes, with no quadrature (docs/theory.md §5.8). It is assembled from
+:func:`symattn.solve` computes, the same way: the closed form where it applies (docs/theory.md §5.8),
+the quadrature solver elsewhere, point by point (``errors='raise'`` or ``'nan'`` where neither
+solves a point). It is assembled from
 
 - the closed-form runtime :mod:`symattn.backends.closed_runtime` and the public functions and command line of
   :mod:`.standalone`, copied verbatim at the level of the AST (:mod:`.carry`), with copies of
   what they import: the arithmetic context (:class:`~symattn.backends.context.FloatContext`, or
-  ``MPContext``), the Woodbury step and the coefficients 𝒜 = a1 Λ of :mod:`symattn.backends.solver`,
+  ``MPContext``), the quadrature solver, the Woodbury step and the coefficients 𝒜 = a1 Λ of
+  :mod:`symattn.backends.solver`,
   the finite-p diagonal d_n of :mod:`symattn.activations.diagonal`, ConvergenceError;
 - the activation's constants a0, a1, ν, s² = ν − a1², d (mpmath at ``dps`` digits; float64
   literals, or decimal strings of ``dps`` digits for the mpmath variant), its kinks, and f itself
@@ -15,8 +18,8 @@ numpy and scipy only (the mpmath variant, ``backend='mpmath'``, also mpmath) and
 - its closed kernels (:mod:`.closed_kernels`): every integrand of the bulk and attention
   systems reduced by exact polynomial division to coefficients on the basis of Marchenko–Pastur
   moments and Stieltjes transforms at the roots of Δ, printed with ``sympy.codegen.ast``
-  (:func:`.printing.print_definition`), in the table ``CLOSED``; and the kernels of the Woodbury
-  step and of E_LR in the table ``KERNELS``.
+  (:func:`.printing.print_definition`), in the table ``CLOSED``; and the kernels of the quadrature
+  solver, of the Woodbury step and of E_LR in the table ``KERNELS``.
 
 The kernels take a1, s², d as arguments (so d may be the finite-p d_n of each point), and only the
 family the activation needs is printed (Δ cubic, or linear when a1 = 0). tests/test_codegen.py
@@ -228,8 +231,8 @@ def _runtime(arithmetic: str):
     from .carry import ALLOWED_IMPORTS
 
     allowed = ALLOWED_IMPORTS | ({"mpmath"} if arithmetic == "mpmath" else set())
-    # the runtime without its quadrature fallback (the entry points of the library's solve)
-    return carry([(closed_runtime, ("attention_points", "solution_quantities")), (standalone, ())], objects=objects,
+    # the runtime with its quadrature fallback (symattn.backends.solver), as the library's solve runs it
+    return carry([(closed_runtime, ("solution_quantities",)), (standalone, ())], objects=objects,
                  defined=MODULE_CONSTANTS + ("KERNELS", "CLOSED"), allowed=allowed)
 
 
@@ -261,18 +264,19 @@ def _closed_source(linear: bool, mp: bool) -> str:
 
 @lru_cache(maxsize=None)
 def _kernels_source(rank: int, mp: bool) -> str:
-    """The printed kernels of E_LR and of the Woodbury step (rank r), and the table KERNELS."""
-    from ..backends.kernels import RANK_KEYS
+    """The printed kernels of the quadrature solver, of E_LR and of the Woodbury step (rank r), and the table
+    KERNELS."""
+    from ..backends.kernels import kernel_keys
     from .printing import print_kernel
 
     sources, table = [], []
-    for key in ("linear",) + tuple(k.format(r=rank) for k in RANK_KEYS):
+    for key in kernel_keys(rank):
         src, wrapper = print_kernel(key, {}, mp)
         sources.append(src)
         table.append(f'    "{key}": {wrapper},')
     modules = "mpmath" if mp else "numpy"
     return ("\n\n".join(s.rstrip() + "\n" for s in sources)
-            + "\n\n# the table the Woodbury step reads, KERNELS[ctx.lambdify_modules][key]\n"
+            + "\n\n# the table the quadrature solver and the Woodbury step read, KERNELS[ctx.lambdify_modules][key]\n"
             + f"KERNELS = {{{modules!r}: {{\n" + "\n".join(table) + "\n}}\n")
 
 

@@ -23,7 +23,7 @@ prints it for a generated module, as a table ``CLOSED`` of
 from __future__ import annotations
 
 from ..backends.closed_table import ClosedDefinition, ClosedKernel, closed_definition
-from ..backends.closed_table import _items as closed_items
+from ..backends.closed_table import closed_items
 
 #: the closed kernels a generated solver carries
 KEYS = ("newton", "sensitivity", "tangent", "regular-kernels", "resolvent-kernels")

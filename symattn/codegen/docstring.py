@@ -142,21 +142,23 @@ kernel is linearised as a1 (X^T W X/p - I) + s N/sqrt p + d I (s^2 = nu - a1^2).
 
 Numerics
 --------
-Everything is in closed form (docs/theory.md §5.8), with no quadrature: each integral over the
+Every point the closed form solves (docs/theory.md §5.8) needs no quadrature: each integral over the
 Marchenko-Pastur law is a sum of its moments and of Stieltjes transforms m(z) at the roots of
 Delta (partial fractions written as divided differences, without cancellation), with the
 coefficients printed below from the SymPy systems (exact polynomial division by Delta). The
 run-time part is copied verbatim from symattn (symattn.backends.closed_runtime, the closed form of
-symattn.solve; the Woodbury step of symattn.backends.solver, the d_n quadrature of
-symattn.activations.diagonal):
+symattn.solve, with its per-point fallback, the quadrature solver symattn.backends.solver, and its
+Woodbury step; the d_n quadrature of symattn.activations.diagonal):
 
 - the bulk system by Newton from e = (1/gamma, 0, 0) (continued in gamma along a gamma sweep) with
   backtracking; for a1 = d = 0 where Newton fails, the reduced monotone equation;
 - E = -gamma^2 F' with F' by implicit differentiation in the regular unknowns (P, e2, e3), and the
   equilibrated Woodbury step, with an estimate of the relative error of each E;
-- ConvergenceError where the closed form does not solve a point as symattn solve accepts it (a root
-  of Delta on the support, no convergence on the branch, or an estimated error above 1e-11 in
-  float64; symattn solve then uses quadrature), or where E would leave [0, 1].
+- where the closed form does not solve a point as symattn solve accepts it (a root of Delta on the
+  support, no convergence on the branch, or an estimated error above 1e-11 in float64), the
+  quadrature solver, as symattn solve;
+- ConvergenceError (errors='raise') or NaN (errors='nan') at a point that neither solves, or where E
+  would leave [0, 1]; the other points are kept.
 
 Equations
 ---------

@@ -2,8 +2,8 @@ r"""The public functions and the command line of a generated standalone solver.
 
 :func:`symattn.codegen.generate_solver` writes a module that carries, verbatim, the closed-form
 runtime :mod:`symattn.backends.closed_runtime` (docs/theory.md §5.8: the closed form of
-:func:`symattn.solve`, without its quadrature fallback), with copies
-of what it imports (the arithmetic context, the Woodbury step of :mod:`symattn.backends.solver`,
+:func:`symattn.solve`, with its per-point quadrature fallback), with copies
+of what it imports (the arithmetic context, the quadrature solver and the Woodbury step of :mod:`symattn.backends.solver`,
 the finite-p diagonal d_n of :mod:`symattn.activations.diagonal`, ConvergenceError), the closed
 kernels printed for one activation, and then this module's source: the functions below, written
 against the runtime and the activation's constants.
@@ -28,7 +28,7 @@ from ..activations.diagonal import finite_p_diagonal
 from ..backends.context import FloatContext
 from ..backends.kernels import KERNELS
 from ..errors import ConvergenceError
-from ..backends.closed_runtime import GUARD_DIGITS, attention_closed   # GUARD_DIGITS: the runtime's own
+from ..backends.closed_runtime import GUARD_DIGITS, attention_points, isolated   # GUARD_DIGITS: the runtime's own
 
 ACTIVATION, EXPRESSION = "linear", "x"  # f(t) = t here; a generated module defines its own constants
 A0, A1, NU, S2, D = 0.0, 1.0, 1.0, 0.0, 0.0
@@ -39,9 +39,8 @@ SYMATTN_VERSION = GENERATED = ""
 N_MAX = 10**9
 #: E values this far outside [0, 1] are rounding (clipped); further out the point fails
 UNIT_SLACK = 1e-12
-#: the largest estimated relative error of E accepted in float64 (the mpmath variant: 10^(9 - dps)), a thousand
-#: times symattn.solve's (1e-11; 10^(6 - dps)), where it takes quadrature: a standalone solver has none to fall back on
-ACCEPT = 1e-8
+#: what a point that no method solves gives: 'raise' (ConvergenceError) or 'nan'
+ERRORS = ("raise", "nan")
 
 
 def _f_raw(t):
@@ -201,14 +200,15 @@ def diagonal_constant(c, n=None, snr=0.0):
     return np.array(out, dtype=float).reshape(c.shape)
 
 
-def attention_error(c, gamma, gram=None, n=None, dps=None, **geometry):
+def attention_error(c, gamma, gram=None, n=None, dps=None, errors="raise", **geometry):
     r"""E_A(gamma) = -gamma^2 F'(gamma) of nonlinear attention, broadcast over c, gamma and the geometry.
 
     c = p/n (0 < c <= 1e4), gamma > 0 the ridge; the geometry is given by the keywords snr, wk2,
     wq2, mu_wk, mu_wq, wk_wq (arrays allowed; rank 1) or by ``gram`` (..., 1+2r, 1+2r) ordered
     (mu, w_K^(1..r), w_Q^(1..r)). The bulk system depends on (c, gamma) only and is solved in
     closed form (docs/theory.md §5.8) once per point of their broadcast grid, whatever the
-    geometry's shape; then the Woodbury step (docs/theory.md §6.6).
+    geometry's shape; then the Woodbury step (docs/theory.md §6.6). Where the closed form does not
+    apply, the point is solved by quadrature, as symattn.solve does.
 
     Parameters
     ----------
@@ -218,6 +218,8 @@ def attention_error(c, gamma, gram=None, n=None, dps=None, **geometry):
         Tokens: the finite-p diagonal d_n at p = round(c n) instead of D (one geometry only).
     dps : int, optional
         The mpmath variant: digits (default DPS); the float64 variant takes None.
+    errors : 'raise' or 'nan'
+        A point that no method solves: ConvergenceError, or NaN there (the other points are kept).
     **geometry : float or array
         snr, wk2, wq2, mu_wk, mu_wq, wk_wq (rank 1).
 
@@ -248,47 +250,50 @@ def attention_error(c, gamma, gram=None, n=None, dps=None, **geometry):
             d = ctx.convert(diagonal_constant(cb, n, float(G[0, 0])))
         else:
             d = _number(ctx, D)
-        E = _closed(ctx, cb, gb, _number(ctx, A1), _number(ctx, S2), d, grams, points, info)
+        E = _closed(ctx, cb, gb, _number(ctx, A1), _number(ctx, S2), d, grams, points, info, errors)
         if ARITHMETIC == "mpmath":
             E = np.array([+v for v in E], dtype=object)
     return E.reshape(shape)
 
 
-def _closed(ctx, c, gamma, a1, s2, d, grams, points, info):
-    r"""E_A at the points ``points`` (Q,) of the grid (c, gamma) (P,) for the Gram matrices ``grams`` (Q, k, k), by
-    the closed form of symattn.solve (``attention_closed``, docs/theory.md §5.8; the mpmath variant at the
-    digits asked for: the runtime adds its own guard digits). ConvergenceError where the closed form does not
-    solve a point (symattn.solve falls back to quadrature there), or where E leaves [0, 1] by more than
-    UNIT_SLACK (values within it are clipped)."""
+def _closed(ctx, c, gamma, a1, s2, d, grams, points, info, errors="raise"):
+    r"""E_A at the points ``points`` (Q,) of the grid (c, gamma) (P,) for the Gram matrices ``grams`` (Q, k, k), as
+    symattn.solve computes it (``attention_points``, docs/theory.md §5.8): the closed form where it applies, the
+    quadrature solver elsewhere (the mpmath variant at the digits asked for: the closed form adds its own guard
+    digits). A point that neither solves, or whose E leaves [0, 1] by more than UNIT_SLACK (values within it are
+    clipped), raises ConvergenceError (``errors='raise'``) or is NaN (``errors='nan'``), isolated from the other
+    points (``isolated``)."""
+    if errors not in ERRORS:
+        raise ValueError(f"invalid errors={errors!r}: allowed 'raise' or 'nan'")
     work = ctx if ARITHMETIC == "float64" else CONTEXT(ctx.dps - GUARD_DIGITS)
-    with work:
-        out = attention_closed(work, c[points], gamma[points], a1, s2, d[points] if np.ndim(d) else d, grams, RANK,
-                               accept=ACCEPT if ARITHMETIC == "float64" else 10.0 ** (9 - work.dps))
-    E = out["E"]
-    failed = np.nonzero(~out["ok"])[0]
-    if failed.size:
-        i = int(failed[0])
-        point = {"c": float(c[points[i]]), "gamma": float(gamma[points[i]]), **info}
-        raise ConvergenceError("the closed form does not apply here (no convergence on the branch, a root of Delta "
-                               "on the support of the Marchenko-Pastur law, or an estimated error above its "
-                               "tolerance); symattn solve falls back to quadrature",
-                               residuals=[float(out["residual"][i])], point=point)
-    Ef = np.asarray(ctx.to_float(E), dtype=float)
-    bad = ~(np.isfinite(Ef) & (Ef >= -UNIT_SLACK) & (Ef <= 1 + UNIT_SLACK))
-    if bad.any():
-        i = int(np.nonzero(bad)[0][0])
-        raise ConvergenceError(f"impossible value E={Ef[i]!r} (not in [0, 1])", point={
-            "c": float(c[points[i]]), "gamma": float(gamma[points[i]]), **info})
-    return np.where(Ef < 0, 0 * E, np.where(Ef > 1, 0 * E + 1, E))
+
+    def run(idx):
+        q = points[idx]
+        with work:
+            out = attention_points(work, c[q], gamma[q], a1, s2, d[q] if np.ndim(d) else d, grams[idx], RANK,
+                                   point_info=info)
+        E = out["E"]
+        Ef = np.asarray(ctx.to_float(E), dtype=float)
+        bad = ~(np.isfinite(Ef) & (Ef >= -UNIT_SLACK) & (Ef <= 1 + UNIT_SLACK))
+        if bad.any():
+            i = int(np.nonzero(bad)[0][0])
+            raise ConvergenceError(f"impossible value E={Ef[i]!r} (not in [0, 1])", point={
+                "c": float(c[q[i]]), "gamma": float(gamma[q[i]]), **info})
+        return {"E": np.where(Ef < 0, 0 * E, np.where(Ef > 1, 0 * E + 1, E))}
+
+    E = isolated(run, len(points), errors, {}).get("E")
+    return np.full(len(points), np.nan) if E is None else E
 
 
-def bulk_error(c, gamma, dps=None):
+def bulk_error(c, gamma, dps=None, errors="raise"):
     r"""E_bulk(gamma) = -gamma^2 de1/dgamma of the bulk system alone (mu = 0, w = 0), broadcast over c, gamma.
 
     Parameters
     ----------
     c, gamma : float or array
     dps : int, optional (mpmath variant)
+    errors : 'raise' or 'nan'
+        As for :func:`attention_error`.
 
     Returns
     -------
@@ -300,7 +305,7 @@ def bulk_error(c, gamma, dps=None):
     True
     """
     k = 1 + 2 * RANK
-    return attention_error(c, gamma, gram=np.zeros((k, k)), dps=dps)
+    return attention_error(c, gamma, gram=np.zeros((k, k)), dps=dps, errors=errors)
 
 
 def linear_error(c, gamma, snr=0.0, dps=None):
@@ -338,12 +343,12 @@ def linear_error(c, gamma, snr=0.0, dps=None):
     return np.asarray(out, dtype=float).reshape(c.shape).copy()
 
 
-def memorization_error(c, gamma, model="attention", gram=None, n=None, dps=None, **geometry):
+def memorization_error(c, gamma, model="attention", gram=None, n=None, dps=None, errors="raise", **geometry):
     r"""E(gamma) for model 'attention' (E_A), 'linear' (E_LR) or 'both' ({'attention': .., 'linear': ..}).
 
     Parameters
     ----------
-    c, gamma, gram, n, dps, **geometry
+    c, gamma, gram, n, dps, errors, **geometry
         As for :func:`attention_error`; 'linear' uses snr = ||mu||^2 (gram[..., 0, 0]).
     model : 'attention', 'linear' or 'both'
 
@@ -360,7 +365,7 @@ def memorization_error(c, gamma, model="attention", gram=None, n=None, dps=None,
         raise ValueError(f"invalid model={model!r}: allowed 'attention', 'linear' or 'both'")
     out = {}
     if model in ("attention", "both"):
-        out["attention"] = attention_error(c, gamma, gram=gram, n=n, dps=dps, **geometry)
+        out["attention"] = attention_error(c, gamma, gram=gram, n=n, dps=dps, errors=errors, **geometry)
     if model in ("linear", "both"):
         G = _geometry(gram, geometry)
         out["linear"] = linear_error(c, gamma, G[..., 0, 0], dps=dps)

@@ -41,7 +41,7 @@ from .runner import Job, mc_at, theory
 from .style import curve_grid, finish_axes, new_figure, save
 
 __all__ = ["GENERAL_W", "MU_KINDS", "plan_minilm_w", "make_minilm_w", "general_w_theory", "general_w_agreement",
-           "head_label"]
+           "agreement_note", "head_label"]
 
 #: ``mc_model`` of this figure's rows: the real W, simulated exactly, against the general-W theory of that W
 GENERAL_W = "real weights, general-W theory"
@@ -146,7 +146,18 @@ def general_w_agreement(rows, tol_se: float = TOL_SE, tol_rel: float = TOL_REL) 
     return {"checked": checked, "agree": agree, "max_rel_gap": gap_max, "worst": worst}
 
 
-def _signal(W, kind, snr):
+def signal_vector(W, kind, snr):
+    """The signal μ of a figure's setting: ``kind='top'`` puts ‖μ‖² = snr along W's top direction
+    (:func:`symattn.realweights.signal_direction`), ``kind='zero'`` gives μ = 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(np.linalg.norm(signal_vector(np.diag([3.0, 1.0]), "top", 4.0)) ** 2)
+    4.0
+    >>> signal_vector(np.eye(2), "zero", 1.0)
+    array([0., 0.])
+    """
     from ..realweights import signal_direction
 
     return signal_direction(W, snr) if kind == "top" else np.zeros(W.shape[0])
@@ -166,7 +177,7 @@ def plan_minilm_w(s, runner):
             p = W.shape[0]
             n = tokens_for(p, s.real_c)
             for kind in s.gw_mus:
-                mu = _signal(W, kind, s.real_snr)
+                mu = signal_vector(W, kind, s.real_snr)
                 key = ("minilm_w", L, head_label(head), kind)
                 runner.add(key, Job(f=f, n=n, c=s.real_c, gammas=tuple(s.gw_gammas), draws=s.gw_draws, W=W, mu=mu,
                                     models=("attention",)))
@@ -276,9 +287,21 @@ def make_minilm_w(s, runner, out):
         r"with the real $W$" + "\n" + rf"$p={p0}$, $n={n0}$, {s.gw_draws} draws, ±1 s.e.; top: $\mu$ along the "
         rf"top eigenvector of $(W+W^\top)/2$, $\|\mu\|^2={s.real_snr:g}$", fontsize="small")
     files = save(fig, rec, out, "fig_minilm_w")
-    agr = general_w_agreement(rec.rows)
+    return FigureResult("minilm_w", rec, files, note=agreement_note(rec.rows, "general-W theory"))
+
+
+def agreement_note(rows, what: str) -> str:
+    """The figure's note: :func:`general_w_agreement` of its rows, with the worst point.
+
+    Examples
+    --------
+    >>> rows = [dict(kind="point", mc_model=GENERAL_W, theory=0.5, mc_mean=0.51, mc_sem=0.004, layer=2,
+    ...              head="all", mu="zero", gamma=0.1)]
+    >>> agreement_note(rows, "theory")
+    'theory vs real-W MC: 1/1 points within max(3 se, 3%), max |gap| 2.0% (layer 2 all mu=zero gamma=0.1)'
+    """
+    agr = general_w_agreement(rows)
     w = agr["worst"]
-    note = (f"general-W theory vs real-W MC: {agr['agree']}/{agr['checked']} points within max({TOL_SE:g} se, "
+    return (f"{what} vs real-W MC: {agr['agree']}/{agr['checked']} points within max({TOL_SE:g} se, "
             f"{100 * TOL_REL:g}%), max |gap| {100 * abs(agr['max_rel_gap']):.1f}%"
             + (f" (layer {w['layer']} {w['head']} mu={w['mu']} gamma={w['gamma']:g})" if w else ""))
-    return FigureResult("minilm_w", rec, files, note=note)

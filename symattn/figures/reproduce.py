@@ -20,6 +20,7 @@ from .a1zero import make_a1zero, plan_a1zero
 from .aligned import make_aligned, plan_aligned
 from .generalization import make_generalization, plan_generalization
 from .minilm import make_minilm, plan_minilm
+from .minilm_test import make_minilm_test, plan_minilm_test
 from .minilm_w import make_minilm_w, plan_minilm_w
 from .mu0 import make_mu0, plan_mu0
 from .ridge import make_ridge, plan_ridge
@@ -46,6 +47,7 @@ FIGURES: dict[str, tuple[Callable, Callable]] = {
     "minilm_heads": (plan_minilm_heads, make_minilm_heads),
     # beyond memorisation: the test error of the readout (docs/theory.md §14)
     "generalization": (plan_generalization, make_generalization),
+    "minilm_test": (plan_minilm_test, make_minilm_test),
 }
 
 

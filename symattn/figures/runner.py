@@ -72,6 +72,15 @@ class Settings:
     gw_gammas: tuple = (0.01, 0.1, 1.0)
     gw_draws: int = 8
     gw_curve_points: int = 0         # theory-line points beyond the simulated γ (0: lines through the points)
+    # the real layer's test error against ridge regression (fig_minilm_test, docs/theory.md §14.9): layer, heads
+    # (None = all heads), c values, γ values, activation, draws, theory-line points over c
+    rt_layer: int = 2
+    rt_heads: tuple = (None, 0)
+    rt_cs: tuple = (0.5, 1.0, 2.0, 3.0)
+    rt_gammas: tuple = (0.1, 1.0)
+    rt_activation: str = "tanh"
+    rt_draws: int = 4
+    rt_curve_points: int = 7
     # the paper's Figure 1: ridge regression alone (E_LR), ‖μ‖² = ridge_snr unless swept
     ridge_draws: int = 3
     ridge_a: tuple = (128, 512)      # (n, p) of panel (a): E_LR over γ
@@ -101,7 +110,8 @@ FULL = Settings(name="full", n=1500, draws=8, curve_points=49, mu0_gammas=(1e-3,
                 real_draws=8, real_ranks=(0, 1, 2, 4, 8), real_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0),
                 gw_layers=(0, 1, 2, 3, 4, 5), gw_heads=(None,) + tuple(range(12)), gw_gammas=(0.01, 0.1, 1.0, 10.0),
                 gw_draws=16, gw_curve_points=9, ridge_draws=4, ridge_a=(256, 1024), ridge_b_n=2048,
-                ridge_c=(1024, 256), gen_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0, 100.0), gen_draws=16)
+                ridge_c=(1024, 256), gen_gammas=(1e-3, 0.01, 0.1, 1.0, 10.0, 100.0), gen_draws=16,
+                rt_cs=(0.5, 0.75, 1.0, 1.5, 2.0, 3.0), rt_draws=16, rt_curve_points=13)
 #: The paper's sizes: Figure 1 (ridge regression, ‖μ‖² = 1) at (a) p = 2048, n = 512, γ = 1e-4..1e2;
 #: (b) n = 4096, γ = 1e-5, p swept; (c) p = 512, n = 2048, γ = 1e-5, ‖μ‖² swept; and the
 #: attention figures at n = 2048 (``symattn reproduce --paper``, best with ``--scheduler``).
@@ -389,13 +399,14 @@ def job_key(job: Job, s: Settings) -> str | None:
     >>> a == job_key(Job(f="tanh", n=40, c=1.0, gammas=(0.1,), draws=3), QUICK)
     False
     """
-    import hashlib
     import json
+
+    from ..caching import digest
 
     d = job_description(job, s)
     if d is None:
         return None
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+    return digest(json.dumps(d, sort_keys=True))
 
 
 def cache_file(cache_dir, key: str) -> Path:

@@ -75,9 +75,10 @@ from functools import lru_cache
 from numbers import Integral, Real
 from pathlib import Path
 
+from ..caching import digest
 from ..errors import ParameterError
 
-__all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS", "LAYER_SPEC_KEYS"]
+__all__ = ["SweepSpec", "load_spec", "SWEPT_KEYS", "SCALAR_KEYS", "GEOMETRY_KEYS", "LAYER_SPEC_KEYS", "value_key"]
 
 #: the geometry entries (as in ``symattn solve``)
 GEOMETRY_KEYS = ("snr", "wk2", "wq2", "mu_wk", "mu_wq", "wk_wq")
@@ -117,8 +118,14 @@ def label(value) -> str:
     return "+".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def _key(value) -> str:
-    """A hashable identity of a (possibly list-valued) spec value."""
+def value_key(value) -> str:
+    """A hashable identity of a (possibly list-valued) spec value: its JSON with sorted keys.
+
+    Examples
+    --------
+    >>> value_key([1, 2]) == value_key([1, 2]), value_key({"b": 1, "a": 2})
+    (True, '{"a": 2, "b": 1}')
+    """
     return json.dumps(value, sort_keys=True)
 
 
@@ -296,7 +303,7 @@ class SweepSpec:
                 if not v:
                     raise ParameterError(key, [], "a value or a non-empty list of values")
                 vals = [_check_value(key, x) for x in v]
-                if len({_key(x) for x in vals}) != len(vals):
+                if len({value_key(x) for x in vals}) != len(vals):
                     raise ParameterError(key, list(v), "a list without repeated values")
                 values[key] = vals
                 if key != "gamma":
@@ -484,8 +491,7 @@ class SweepSpec:
     @property
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON of :meth:`canonical`: two specs with the same results have the same one."""
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        return digest(json.dumps(self.canonical(), sort_keys=True, separators=(",", ":")))
 
     def extension_of(self, old: dict) -> list:
         """The keys in which this spec extends the canonical spec ``old`` (more draws, supersets of swept lists).
@@ -517,14 +523,14 @@ class SweepSpec:
         changed = []
         for key in ALL_KEYS:
             a, b = old.get(key, DEFAULTS[key]), new.get(key, DEFAULTS[key])
-            if _key(a) == _key(b):
+            if value_key(a) == value_key(b):
                 continue
             if key == "draws" and b > a:
                 changed.append(key)
                 continue
             if key in SWEPT_KEYS + ("gamma",) and isinstance(b, list):
                 olds = a if isinstance(a, list) else [a]   # a former scalar counts as a one-value list
-                if {_key(x) for x in olds} <= {_key(x) for x in b}:
+                if {value_key(x) for x in olds} <= {value_key(x) for x in b}:
                     changed.append(key)
                     continue
             why = ("at least the stored draws" if key == "draws" else

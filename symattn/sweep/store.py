@@ -179,7 +179,7 @@ def remove_stale_temporaries(path: Path) -> None:
     >>> remove_stale_temporaries(d / "st"); list(d.iterdir())
     []
     """
-    from ..files import PART_RE, _alive
+    from ..files import PART_RE, alive
 
     try:
         entries = list(path.parent.iterdir())
@@ -187,7 +187,7 @@ def remove_stale_temporaries(path: Path) -> None:
         return
     for entry in entries:
         m = PART_RE.match(entry.name)
-        if m and entry.name.startswith(f".{path.name}.") and entry.is_dir() and not _alive(int(m.group(1))):
+        if m and entry.name.startswith(f".{path.name}.") and entry.is_dir() and not alive(int(m.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
 
 
@@ -348,20 +348,20 @@ def old_index(old_spec, new_spec):
         ``index(point)``: the old grid index of a new point, or None when the old grid lacks it; and
         the old index of each new γ (None where new).
     """
-    from .spec import _key
+    from .spec import value_key
 
-    pos = {d: {_key(v): i for i, v in enumerate(old_spec.values[d])} for d in old_spec.dims}
-    fixed = {k: _key(v) for k, v in old_spec.values.items() if k not in old_spec.dims}
+    pos = {d: {value_key(v): i for i, v in enumerate(old_spec.values[d])} for d in old_spec.dims}
+    fixed = {k: value_key(v) for k, v in old_spec.values.items() if k not in old_spec.dims}
 
     def index(point):
         out = []
         for k, v in point.items():
             if k in pos:
-                i = pos[k].get(_key(v))
+                i = pos[k].get(value_key(v))
                 if i is None:
                     return None
                 out.append((old_spec.dims.index(k), i))
-            elif k in fixed and fixed[k] != _key(v):
+            elif k in fixed and fixed[k] != value_key(v):
                 return None
         return tuple(i for _, i in sorted(out))
 

@@ -117,23 +117,40 @@ class ExplicitError:
         >>> dict(ex.steps)[d]
         G_{02}
         """
+        return self.diff_along(target, {x: sp.Integer(1)}, x.name)
+
+    def diff_along(self, target, direction: dict, label: str):
+        r"""The derivative of ``target`` in the direction ``direction`` (base symbol → its rate, a number or an
+        expression), Σ_b ∂target/∂b · direction[b] through the steps (forward chain rule), as a new step symbol;
+        the steps appended are named ``d<step>_d<label>``. Cached per (target, direction, label) on this system.
+
+        Examples
+        --------
+        >>> ex = explicit_error(1)
+        >>> lam00 = ex.steps[0][0]                      # Λ00 = ‖μ‖² + μᵀw_K μᵀw_Q
+        >>> d = ex.diff_along(lam00, {ex.mu_wk: 2}, "twice_mu_wk")
+        >>> dict(ex.steps)[d]
+        2*G_{02}
+        """
+        key = (target, tuple(direction.items()), label)
         cache = self.__dict__.setdefault("_diff_cache", {})
-        if (target, x) in cache:
-            return cache[(target, x)]
+        if key in cache:
+            return cache[key]
         tangent = {}
         new = []
         for s, expr in self.steps:
             free = expr.free_symbols
-            d = sp.diff(expr, x) + sum((sp.diff(expr, t) * tangent[t] for t in free if t in tangent), sp.Integer(0))
+            d = sum((sp.diff(expr, b) * v for b, v in direction.items() if b in free), sp.Integer(0))
+            d += sum((sp.diff(expr, t) * tangent[t] for t in free if t in tangent), sp.Integer(0))
             if d != 0:
-                ds = sp.Symbol(f"d{s.name}_d{x.name}", real=True)
+                ds = sp.Symbol(f"d{s.name}_d{label}", real=True)
                 tangent[s] = ds
                 new.append((ds, d))
             if s == target:
                 break
         self.steps.extend(new)
         out = tangent.get(target, sp.Integer(0))
-        cache[(target, x)] = out
+        cache[key] = out
         return out
 
     def size(self, target) -> int:

@@ -66,6 +66,7 @@ differentiation of the fixed point, with the Jacobian by complex steps
 **Modules**, one per piece of docs/theory.md §12, each importing only those below it (an import-linter
 ``layers`` contract in pyproject.toml):
 
+- :mod:`.response`: the linear response of both pencils to a p-space shift, the readout's moments (§14.9);
 - :mod:`.error` (E_GE + the correction) and :mod:`.hermite` (the block Dyson equation, §12.8): the two solvers;
 - :mod:`.strong`: the strong-direction correction (§12.3);
 - :mod:`.physical`: the physical checks, the γ-ladder and :func:`~.physical.model_error` (§12.9);
@@ -85,7 +86,7 @@ from .block_constants import (MAX_BLOCK_RANK, BlockAtoms, HermiteBlockConstants,
 from .constants import CONSTANT_NODES, DIAGONAL_NODES, GeneralWConstants, general_w_constants
 from .error import general_w_error
 from .hermite import hermite_block_error
-from .linalg import arith, digest
+from .linalg import arith, array_key
 from .pencil import (MPMATH_MAX_P, SIGNAL_RULES, GeneralWModel, PencilSolution, general_w_model, pencil_map,
                      resolvent_F, solve_pencil)
 from .physical import model_error, physical_points
@@ -115,5 +116,5 @@ __all__ = [
     "hermite_block_constants",
     "hermite_block_error",
     "arith",
-    "digest",
+    "array_key",
 ]

@@ -39,12 +39,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...caching import Memo
 from ...errors import ParameterError
 from ...gauss import gauss_hermite
 from ...model import weight_rank
 from .constants import CONSTANT_NODES
 from .latent import pair_traces, variance_rule
-from .linalg import digest
+from .linalg import array_key
 
 __all__ = ["MAX_BLOCK_RANK", "BlockAtoms", "compress_weights", "block_total", "block_present", "HermiteBlockConstants",
            "f_values", "index_triples", "index_pairs", "hermite_block_constants"]
@@ -53,8 +54,9 @@ __all__ = ["MAX_BLOCK_RANK", "BlockAtoms", "compress_weights", "block_total", "b
 MAX_BLOCK_RANK = 64
 #: latent pairs per chunk of the Monte Carlo of the constants
 CHUNK = 20_000
-#: constants already computed (f, content of W, max_rank, method, pairs, seed → HermiteBlockConstants); a few
-_CONSTANTS: dict = {}
+#: constants already computed (f, content of W, max_rank, method, pairs, seed → HermiteBlockConstants); one per
+#: head of a few layers
+CONSTANTS = Memo("general_w.block_constants", 64)
 #: above MAX_BLOCK_RANK the cubic block's C(r+2, 3) squared weights are kept as this many log-spaced atoms
 ATOM_BINS = 3000
 
@@ -433,9 +435,12 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
     if method not in ("quadrature", "montecarlo"):
         raise ParameterError("method", method, "'quadrature' or 'montecarlo'")
     W = np.asarray(W, dtype=float)
-    key = (f, digest(W), int(max_rank), method, pairs, seed)
-    if key in _CONSTANTS:
-        return _CONSTANTS[key]
+    return CONSTANTS.get((f, array_key(W), int(max_rank), method, pairs, seed),
+                         lambda: _block_constants(f, W, int(max_rank), method, pairs, seed))
+
+
+def _block_constants(f, W, max_rank, method, pairs, seed):
+    """:func:`hermite_block_constants`, computed."""
     U, shat, V, omega = _svd(W)
     r = shat.size
     O = U.T @ V
@@ -485,7 +490,4 @@ def hermite_block_constants(f, W, pairs=None, seed: int = 0, max_rank: int = MAX
     out = HermiteBlockConstants(b0=b0, b1=b1, b3=b3, b31=b31, rest_var=rv, rest_tau=min(max(rt, -1.0), 1.0),
                                 m33=m33, m31=m31, rank=r, shat=shat, omega=omega, U=U, V=V,
                                 b2=b2, b20=b20, m22=m22)
-    if len(_CONSTANTS) > 16:
-        _CONSTANTS.pop(next(iter(_CONSTANTS)))
-    _CONSTANTS[key] = out
     return out

@@ -34,21 +34,22 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...caching import Memo
 from ...errors import ParameterError
 from ..fixedpoint import Anderson, Newton, StallRestart, fixed_point
 from . import block_constants
 from .block_constants import (MAX_BLOCK_RANK, BlockAtoms, block_present, block_total, f_values,
                               hermite_block_constants, index_pairs, index_triples)
 from .hoperator import LowRankTraces, low_rank_traces
-from .linalg import digest
+from .linalg import array_key
 from .pencil import U_, W_, X_, general_w_model, p_traces, resolvent_F, sigma_nn, sigma_pp
 from .physical import physical_points
 from .strong import strong_direction_correction
 
 __all__ = ["hermite_block_error"]
 
-#: token nodes already drawn: (digest of W, μ, U, V, ŝ; seed, tokens, scaled blocks) → (q, scales); a few entries
-_NODE_CACHE: dict = {}
+#: token nodes already drawn: (content of W, μ, U, V, ŝ; seed, tokens, scaled blocks) → (q, scales)
+TOKEN_NODES = Memo("general_w.token_nodes", 8)
 #: the relative residual below which Newton's method replaces the Anderson iteration of the fixed point
 NEWTON_SWITCH = 1e-2
 #: complex step of the Jacobians and of the implicit derivative
@@ -96,9 +97,9 @@ def _token_nodes(f, W, k, b1, tokens, seed, mu):
     (W, μ, U, V, ŝ) and (seed, tokens); κ is evaluated per call."""
     p = W.shape[0]
     scaled = tuple(name for name, mw in (("33", k.m33), ("22", k.m22)) if block_present(mw))
-    content = tuple(None if a is None else digest(a) for a in (W, mu, k.U, k.V, k.shat))
-    key = (content, seed, tokens, scaled)
-    if key not in _NODE_CACHE:
+    content = tuple(None if a is None else array_key(a) for a in (W, mu, k.U, k.V, k.shat))
+
+    def draw():
         rng = np.random.default_rng(seed + 1)
         Z = rng.standard_normal((tokens, p))
         X = Z + rng.choice([-1.0, 1.0], tokens)[:, None] * mu[None, :]
@@ -110,22 +111,21 @@ def _token_nodes(f, W, k, b1, tokens, seed, mu):
             for name in scaled:
                 fn = _scale3 if name == "33" else _scale2
                 sc[name] = (fn(zu, s2), fn(zv, s2))
-        if len(_NODE_CACHE) > 8:
-            _NODE_CACHE.clear()
-        _NODE_CACHE[key] = (q, sc)
-    q, sc = _NODE_CACHE[key]
+        return q, sc
+
+    q, sc = TOKEN_NODES.get((content, seed, tokens, scaled), draw)
     kappa = f_values(f, q) / math.sqrt(p) - b1 * float(np.trace(W)) / p
     one = np.ones(tokens)
     return kappa, {name: sc.get(name, (one, one)) for name in ("33", "22")}, np.full(tokens, 1.0 / tokens)
 
 
-def _node_inputs(m, state, Hop, blocks):
+def _node_inputs(m, state, Hop, blocks, dP=None):
     """The scalars through which the state enters the token nodes: y = (Σ_nn row-major (9), then per block
     t_b = φ_b ĝ_wu, u_b = φ_b ĝ_xx), and the p-trace operator used (module docstring; ``Hop`` as in
-    :func:`_dyson_map`). ``state`` of shape (ns,) or (ns, B)."""
+    :func:`dyson_map`). ``state`` of shape (ns,) or (ns, B); ``dP`` added to the p-traces (:func:`~.pencil.p_traces`)."""
     g = state[:9].reshape((3, 3) + state.shape[1:])
     S = sigma_pp(m, g)
-    P, Hop = p_traces(m, S, Hop)
+    P, Hop = p_traces(m, S, Hop, dP=dP)
     Snn = sigma_nn(m, P, g)
     y = [Snn[i, j] for i in range(3) for j in range(3)]
     for j, (m2, ru, rv) in enumerate(blocks):
@@ -193,21 +193,22 @@ def _node_means(y, z, blocks, nodes, full: bool = False):
     return np.array(out), np.array([[adj[i][j] * inv for j in range(3)] for i in range(3)])
 
 
-def _dyson_map(m, state, z, blocks, nodes, Hop=None):
+def dyson_map(m, state, z, blocks, nodes, Hop=None, dP=None):
     """One evaluation of the fixed-point map: state = (g 3×3, and per block ĝ_xx, ĝ_wu) → (new state, the
     p-trace operator used). ``state`` of shape (ns,) or (ns, B) (B points at once, with the low-rank traces).
     ``Hop``: the low-rank traces, or an H operator linearised at another point (complex steps); None: a new
-    p×p-route H operator at this (real) point."""
-    y, Hop = _node_inputs(m, state, Hop, blocks)
+    p×p-route H operator at this (real) point. ``dP``: added to the p-traces."""
+    y, Hop = _node_inputs(m, state, Hop, blocks, dP)
     return _node_means(y, z, blocks, nodes), Hop
 
 
-def _signal_F(m, state, z, blocks, nodes, Hop=None):
+def signal_F(m, state, z, blocks, nodes, Hop=None, dP=None, dforms=None, probes=None):
     """F = ŷᵀ[L_full^{-1}]_xx ŷ at the fixed point: ⟨G_xx⟩, corrected for μ ≠ 0 by the Woodbury step of
     docs/theory.md §12.3 (:func:`~symattn.backends.general_w.resolvent_F`) with the n-forms of this fixed
-    point (the blocks are independent of y and add no rank-one piece). Holomorphic in (state, z)."""
-    Gbar = _dyson_map(m, state, z, blocks, nodes, Hop)[0][:9].reshape(3, 3)
-    return resolvent_F(m, state[:9].reshape(3, 3), z, Gbar=Gbar)
+    point (the blocks are independent of y and add no rank-one piece). Holomorphic in (state, z).
+    ``dP``, ``dforms``, ``probes``: as :func:`~symattn.backends.general_w.resolvent_F`."""
+    Gbar = dyson_map(m, state, z, blocks, nodes, Hop, dP)[0][:9].reshape(3, 3)
+    return resolvent_F(m, state[:9].reshape(3, 3), z, Gbar=Gbar, dforms=dforms, probes=probes)
 
 
 def _jacobians(m, state, z, blocks, nodes, Hop):
@@ -279,7 +280,7 @@ def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: boo
         if st.action == "newton":
             new, J, Jz, Hop = _jacobians(m, state, z, blocks, nodes, traces)
             return new, (Hop, J, Jz)
-        new, Hop = _dyson_map(m, state, z, blocks, nodes, traces)
+        new, Hop = dyson_map(m, state, z, blocks, nodes, traces)
         return new, (Hop, None, None)
 
     def newton_step(state, new, aux):
@@ -306,12 +307,13 @@ def _solve(m, z, blocks, nodes, traces=None, tol=1e-12, maxiter=400, newton: boo
     return out.x, Hop, out.iterations, (None if J is None else (J, Jz))
 
 
-def _point_implicit(m, z, blocks, nodes, traces, solved=None):
+def _point_implicit(m, z, blocks, nodes, traces, solved=None, extra=None):
     """(F, F') at γ = z: F′ by implicit differentiation of the fixed point s* = Φ(s*, z),
     ds/dz = (I − ∂Φ/∂s)^{-1} ∂Φ/∂z (:func:`_jacobians`), then one complex step of F along (ds/dz, 1)
     (the n-forms Φ(s*)[:9] move by ds/dz[:9], as Φ(s*) = s*). The Jacobians are those of the last Newton
     iterate s_k when the solver has them (s* = Φ(s_k), |s* − s_k| below 1e-12 relative), else taken at s*.
-    ``solved``: the output of :func:`_solve` at z when the caller has it."""
+    ``solved``: the output of :func:`_solve` at z when the caller has it; ``extra(z, s*, J, Hop)``: a third
+    value returned with (F, F′)."""
     st, Hop, _, jac = _solve(m, z, blocks, nodes, traces) if solved is None else solved
     if jac is None:
         st, J, Jz, Hop = _jacobians(m, st, z, blocks, nodes, Hop)
@@ -321,21 +323,24 @@ def _point_implicit(m, z, blocks, nodes, traces, solved=None):
     h = STEP * z
     Gbar = (st[:9] + 1j * h * ds[:9]).reshape(3, 3)
     Fc = resolvent_F(m, (st[:9] + 1j * h * ds[:9]).reshape(3, 3), complex(z, h), Gbar=Gbar)
+    if extra is not None:
+        return float(np.real(Fc)), float(np.imag(Fc)) / h, extra(z, st, J, Hop)
     return float(np.real(Fc)), float(np.imag(Fc)) / h
 
 
-def _physical_implicit(m, gam, blocks, nodes, traces):
+def physical_implicit(m, gam, blocks, nodes, traces, extra=None):
     """(F, F') at the points γ with the physical checks and γ-continuation of
-    :func:`~symattn.backends.general_w.physical_points` (a point that passes them is :func:`_point_implicit`'s)."""
+    :func:`~symattn.backends.general_w.physical_points` (a point that passes them is :func:`_point_implicit`'s;
+    with ``extra``, (F, F', extra) as :func:`_point_implicit`)."""
 
     def solve(z, start):
         out = _solve(m, z, blocks, nodes, traces, state0=None if start is None else start[0])
-        F = _signal_F(m, out[0], z, blocks, nodes, traces)
+        F = signal_F(m, out[0], z, blocks, nodes, traces)
         return out, float(np.real(F)), out[2]
 
     def evaluate(z, solved):
-        F0, dF = _point_implicit(m, z, blocks, nodes, traces, solved=solved)
-        return -z * z * dF, F0, (F0, dF)
+        out = _point_implicit(m, z, blocks, nodes, traces, solved=solved, extra=extra)
+        return -z * z * out[1], out[0], out
 
     return physical_points(gam, solve, evaluate, name="Hermite-block")[0]
 
@@ -410,6 +415,46 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
         if b not in ("33", "31", "22"):
             raise ParameterError("blocks", b, "a subset of ('33', '31', '22')")
     W = np.asarray(W, dtype=float)
+    m, blk, nodes, k = block_model(f, c, W, mu, blocks, token_scales, constants, tokens, pairs, seed, max_rank)
+    gam = np.atleast_1d(np.asarray(gamma, dtype=float))
+    traces = low_rank_traces(W)
+    E, F = [], []
+    implicit = physical_implicit(m, gam, blk, nodes, traces) if derivative == "implicit" else None
+    for i, g0 in enumerate(gam):
+        if derivative == "implicit":
+            F0, dF = implicit[i]
+        else:
+            Fs = []
+            for z in (g0 * (1 - rel_step), g0, g0 * (1 + rel_step)):
+                st = _solve(m, z, blk, nodes, traces)[0]
+                Fs.append(signal_F(m, st, z, blk, nodes, traces))
+            F0, dF = Fs[1], (Fs[2] - Fs[0]) / (2 * rel_step * g0)
+        F.append(F0)
+        E.append(-g0 * g0 * dF)
+    out = {"E": np.array(E), "F": np.array(F), "constants": k}
+    if signal == "latent" and np.any(m.mu):
+        dE = strong_direction_correction(f, m.c, gam, W, m.mu)
+        out["E_linear"], out["correction"] = out["E"], dE
+        out["E"] = out["E"] + dE
+    return out
+
+
+def block_model(f, c, W, mu=None, blocks=("33", "31", "22"), token_scales: bool = True, constants=None,
+                tokens: int = 4000, pairs=None, seed: int = 0, max_rank: int = MAX_BLOCK_RANK):
+    r"""The model of :func:`hermite_block_error` (its parameters): (m, blocks, nodes, constants), m the
+    :class:`~.pencil.GeneralWModel` of the remainder (a1 = b1, σ² = s_r²/c plus the blocks not kept), blocks
+    [(squared weights, ρu², ρv²), …], the token nodes {'kappa', 'w'}.
+
+    Examples
+    --------
+    >>> from symattn import activation
+    >>> rng = np.random.default_rng(0)
+    >>> W = rng.standard_normal((40, 8)) @ rng.standard_normal((8, 40)) / 40
+    >>> m, blk, nodes, k = block_model(activation("tanh"), 0.5, W, pairs=20000, tokens=200)
+    >>> m.n, len(blk) >= 1, nodes["w"].size
+    (80, True, 200)
+    """
+    W = np.asarray(W, dtype=float)
     k = constants if constants is not None else hermite_block_constants(f, W, pairs=pairs, seed=seed, max_rank=max_rank)
     m0 = general_w_model(f, c, W, mu, signal="linear")
     rest = k.rest_var
@@ -433,27 +478,7 @@ def hermite_block_error(f, c, gamma, W, mu=None, signal: str = "latent", blocks=
     tau = k.rest_tau * k.rest_var / rest
     m = replace(m0, a1=k.b1, sigma2=rest / m0.c, tau=tau)
     nodes = {"kappa": kappa, "w": w}
-    gam = np.atleast_1d(np.asarray(gamma, dtype=float))
-    traces = low_rank_traces(W)
-    E, F = [], []
-    implicit = _physical_implicit(m, gam, blk, nodes, traces) if derivative == "implicit" else None
-    for i, g0 in enumerate(gam):
-        if derivative == "implicit":
-            F0, dF = implicit[i]
-        else:
-            Fs = []
-            for z in (g0 * (1 - rel_step), g0, g0 * (1 + rel_step)):
-                st = _solve(m, z, blk, nodes, traces)[0]
-                Fs.append(_signal_F(m, st, z, blk, nodes, traces))
-            F0, dF = Fs[1], (Fs[2] - Fs[0]) / (2 * rel_step * g0)
-        F.append(F0)
-        E.append(-g0 * g0 * dF)
-    out = {"E": np.array(E), "F": np.array(F), "constants": k}
-    if signal == "latent" and np.any(m.mu):
-        dE = strong_direction_correction(f, m.c, gam, W, m.mu)
-        out["E_linear"], out["correction"] = out["E"], dE
-        out["E"] = out["E"] + dE
-    return out
+    return m, blk, nodes, k
 
 
 def block_phi(m2, x):
@@ -510,5 +535,5 @@ def block_model_error(m, gamma, blocks, nodes) -> np.ndarray:
     True
     """
     gam = np.atleast_1d(np.asarray(gamma, dtype=float))
-    out = _physical_implicit(m, gam, list(blocks), nodes, low_rank_traces(m.W))
+    out = physical_implicit(m, gam, list(blocks), nodes, low_rank_traces(m.W))
     return np.array([-g * g * dF for g, (_, dF) in zip(gam, out)])

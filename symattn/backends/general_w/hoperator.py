@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...caching import Memo
 from ...model import weight_rank
-from .linalg import (FLOAT, cast, digest, grams, identity_minus, lapack_inv_rcond, rmul, symmetric_eig,
+from .linalg import (FLOAT, array_key, cast, grams, identity_minus, lapack_inv_rcond, rmul, symmetric_eig,
                      workspace)
 
 __all__ = ["DENSE_ROUTE", "PP_ONE_INVERSE", "HOperator", "LowRankTraces", "low_rank_traces"]
@@ -435,8 +436,10 @@ class LowRankTraces:
         return np.concatenate([vt + al * Uy + be * Vy, vh + ga * Uy + de * Vy])
 
 
-#: low-rank trace operators of W already built (digest of W → LowRankTraces or None); a few entries
-_TRACE_CACHE: dict = {}
+#: low-rank trace operators of W already built (content of W → LowRankTraces or None)
+LOW_RANK_TRACES = Memo("general_w.low_rank_traces", 8)
+
+
 def low_rank_traces(W):
     """A :class:`LowRankTraces` of W when 0 < rank W ≤ p/2 (one SVD per content of W, cached), else None.
 
@@ -447,11 +450,9 @@ def low_rank_traces(W):
     >>> low_rank_traces(W).r, low_rank_traces(np.eye(20)) is None
     (3, True)
     """
-    key = digest(W)
-    if key not in _TRACE_CACHE:
+    def build():
         U, S, Vt = np.linalg.svd(W)
         r = weight_rank(W, S)
-        if len(_TRACE_CACHE) > 8:
-            _TRACE_CACHE.clear()
-        _TRACE_CACHE[key] = LowRankTraces(W, U[:, :r], S[:r], Vt[:r].T) if 0 < 2 * r <= W.shape[0] else None
-    return _TRACE_CACHE[key]
+        return LowRankTraces(W, U[:, :r], S[:r], Vt[:r].T) if 0 < 2 * r <= W.shape[0] else None
+
+    return LOW_RANK_TRACES.get((array_key(W),), build)

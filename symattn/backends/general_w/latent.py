@@ -26,7 +26,8 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from .linalg import digest
+from ...caching import Memo
+from .linalg import array_key
 
 __all__ = ["RULE_NODES", "variance_rule", "pair_traces"]
 
@@ -34,8 +35,10 @@ __all__ = ["RULE_NODES", "variance_rule", "pair_traces"]
 RULE_NODES = 24
 #: digits of the moment arithmetic of :func:`variance_rule` (the Hankel matrix of 2N moments)
 RULE_DPS = 120
-#: rules already built (content digest of ŝ, nodes → (s, w, ν)); a few entries
-_RULES: dict = {}
+#: rules already built (content of ŝ and c, nodes → (s, w, ν))
+RULES = Memo("general_w.variance_rules", 16)
+#: the rules of s alone (content of ŝ, nodes → the Gauss rule of z and its orthonormal polynomials)
+BASE_RULES = Memo("general_w.variance_base_rules", 16)
 
 
 def _power_sums(shat, m):
@@ -82,10 +85,13 @@ def variance_rule(shat, tilt=None, nodes: int | None = None):
     """
     shat = np.asarray(shat, dtype=float)
     c = shat**4 if tilt is None else np.asarray(tilt, dtype=float)
-    key = (digest(shat), digest(c), RULE_NODES if nodes is None else int(nodes))
-    if key in _RULES:
-        return tuple(a.copy() for a in _RULES[key])
     N = int(RULE_NODES if nodes is None else nodes)
+    rule = RULES.get((array_key(shat), array_key(c), N), lambda: _variance_rule(shat, c, N))
+    return tuple(a.copy() for a in rule)
+
+
+def _variance_rule(shat, c, N):
+    """:func:`variance_rule`, computed."""
     base = _base_rule(shat, N)
     with mpmath.workdps(RULE_DPS):
         sig, mu, Pc = base["sig"], base["mu"], base["Pc"]
@@ -101,22 +107,20 @@ def variance_rule(shat, tilt=None, nodes: int | None = None):
         # E[t π_j(z)] from the monomial coefficients of the orthonormal polynomials
         ct = np.array([float(mpmath.fsum(a * b for a, b in zip(Pc[j], tmom))) for j in range(N)])
     nu = base["w"] * (ct @ base["piz"])
-    rule = (base["s"], base["w"], nu)
-    if len(_RULES) > 16:
-        _RULES.pop(next(iter(_RULES)))
-    _RULES[key] = rule
-    return tuple(a.copy() for a in rule)
+    return base["s"], base["w"], nu
 
 
 def _base_rule(shat, N):
     """The Gauss rule of z = (s − P_1)/σ (σ² = 2P_2) from its 2N moments: the recurrence coefficients from the
     Cholesky factor of the Hankel matrix (at :data:`RULE_DPS` digits), nodes and weights from the Jacobi matrix
     (float64), the monomial coefficients of the orthonormal polynomials π_j (j < N) and π_j at the nodes."""
+    return BASE_RULES.get((array_key(shat), N), lambda: _base_rule_of(shat, N))
+
+
+def _base_rule_of(shat, N):
+    """:func:`_base_rule`, computed."""
     from scipy.linalg import eigh_tridiagonal
 
-    key = ("base", digest(shat), N)
-    if key in _RULES:
-        return _RULES[key]
     with mpmath.workdps(RULE_DPS):
         P = _power_sums(shat, 2 * N + 2)
         mean, sig = P[1], mpmath.sqrt(2 * P[2])
@@ -148,9 +152,7 @@ def _base_rule(shat, N):
     piz[0] = 1.0
     for j in range(N - 1):
         piz[j + 1] = ((z - a_f[j]) * piz[j] - (b_f[j - 1] * piz[j - 1] if j else 0.0)) / b_f[j]
-    base = {"sig": sig, "mu": mu, "Pc": Pc, "s": float(mean) + float(sig) * z, "w": E[0] ** 2, "piz": piz}
-    _RULES[key] = base
-    return base
+    return {"sig": sig, "mu": mu, "Pc": Pc, "s": float(mean) + float(sig) * z, "w": E[0] ** 2, "piz": piz}
 
 
 def pair_traces(shat, O) -> dict:

@@ -1,5 +1,5 @@
 r"""The linear algebra of the general-W solver (docs/theory.md §12.2, §12.5): the arithmetic contexts, content
-digests of W, the p×p inverses with their condition estimate, the reused workspace, Gram matrices and eigen-
+keys of W, the p×p inverses with their condition estimate, the reused workspace, Gram matrices and eigen-
 decompositions (cached per content of W).
 
 The solver is written once against an arithmetic (:class:`FloatArith`, :class:`MPArith`:
@@ -9,17 +9,17 @@ Gauss–Hermite rule); ``backend='mpmath'`` evaluates the same formulas at ``dps
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import numpy as np
 
 import mpmath
 
+from ...caching import Memo, content_key
 from ...gauss import gauss_hermite
 from ..context import FloatContext, MPContext
 
-__all__ = ["FloatArith", "MPArith", "FLOAT", "arith", "model_arith", "digest", "forget_digests", "cast", "rmul",
+__all__ = ["FloatArith", "MPArith", "FLOAT", "arith", "model_arith", "array_key", "forget_digests", "cast", "rmul",
            "workspace", "symmetric_eig", "seed_rank_one_eig", "lapack_inv", "lapack_inv_rcond", "grams",
            "identity_minus"]
 
@@ -97,38 +97,40 @@ class MPArith(MPContext):
 
 
 #: probabilists' Gauss–Hermite rules at dps digits already computed ((nq, dps) → (x, w))
-_GH_MP: dict = {}
+GAUSS_HERMITE_MP = Memo("general_w.gauss_hermite_mp", 32)
 
 
 def _gauss_hermite_mp(nq: int, dps: int):
     """The nq-point probabilists' Gauss–Hermite rule (weights summing to 1) at ``dps`` digits: the float64
     nodes refined by Newton's method on He_nq (three-term recurrence, 10 guard digits), w_i ∝ 1/He_{nq−1}(x_i)²
     (O(nq²) operations instead of the O(nq³) eigenvalue problem of :func:`symattn.gauss.gauss_hermite`)."""
-    key = (int(nq), int(dps))
-    if key not in _GH_MP:
-        x0, _ = gauss_hermite(nq)
-        with mpmath.workdps(dps + 10):
-            def he(x):
-                a, b = mpmath.mpf(1), x          # He_0, He_1
-                for k in range(1, nq):
-                    a, b = b, x * b - k * a      # He_{k+1} = x He_k − k He_{k−1}
-                return b, a                      # He_nq(x), He_{nq−1}(x)
-            xs, ws = [], []
-            for xi in x0:
-                x = mpmath.mpf(float(xi))
-                for _ in range(60):
-                    hn, hm = he(x)
-                    dx = hn / (nq * hm)          # He_nq' = nq He_{nq−1}
-                    x -= dx
-                    if abs(dx) <= mpmath.mpf(10) ** (-(dps + 8)) * max(1, abs(x)):
-                        break
-                xs.append(x)
-                ws.append(1 / he(x)[1] ** 2)
-            tot = mpmath.fsum(ws)
-        with mpmath.workdps(dps):
-            _GH_MP[key] = (np.array([+v for v in xs], dtype=object), np.array([+(v / tot) for v in ws], dtype=object))
-    x, w = _GH_MP[key]
+    x, w = GAUSS_HERMITE_MP.get((int(nq), int(dps)), lambda: _gauss_hermite_rule(int(nq), int(dps)))
     return x.copy(), w.copy()
+
+
+def _gauss_hermite_rule(nq: int, dps: int):
+    """:func:`_gauss_hermite_mp`, computed."""
+    x0, _ = gauss_hermite(nq)
+    with mpmath.workdps(dps + 10):
+        def he(x):
+            a, b = mpmath.mpf(1), x          # He_0, He_1
+            for k in range(1, nq):
+                a, b = b, x * b - k * a      # He_{k+1} = x He_k − k He_{k−1}
+            return b, a                      # He_nq(x), He_{nq−1}(x)
+        xs, ws = [], []
+        for xi in x0:
+            x = mpmath.mpf(float(xi))
+            for _ in range(60):
+                hn, hm = he(x)
+                dx = hn / (nq * hm)          # He_nq' = nq He_{nq−1}
+                x -= dx
+                if abs(dx) <= mpmath.mpf(10) ** (-(dps + 8)) * max(1, abs(x)):
+                    break
+            xs.append(x)
+            ws.append(1 / he(x)[1] ** 2)
+        tot = mpmath.fsum(ws)
+    with mpmath.workdps(dps):
+        return np.array([+v for v in xs], dtype=object), np.array([+(v / tot) for v in ws], dtype=object)
 
 
 FLOAT = FloatArith()
@@ -160,46 +162,39 @@ def model_arith(m):
     return getattr(m, "arith", None) or FLOAT
 
 
-#: eigendecompositions of symmetric W already seen (content digest, dps → (λ, E) or None); a few entries only
-_EIG_CACHE: dict = {}
-#: Gram matrices of non-symmetric W already seen (content digest → {dtype: (W, Wᵀ, WᵀW, WWᵀ)}); a few entries
-_GRAM_CACHE: dict = {}
-
-
-#: digests already taken since the last :func:`general_w_model` (id → (W, digest)): one hash per array and call
-_DIGESTS: dict = {}
+#: eigendecompositions of symmetric W already seen (content of W, dps → (λ, E) or None)
+EIGEN = Memo("general_w.eigen", 8)
+#: Gram matrices of W already seen (content of W, dtype → (W, Wᵀ, WᵀW, WWᵀ))
+GRAMS = Memo("general_w.grams", 16)
+#: the content keys taken since the last :func:`~.pencil.general_w_model` (id of the array → (array, key)); the
+#: entry holds the array, so that its id is not reused while it is remembered
+ARRAY_KEYS = Memo("general_w.array_keys", 64)
 
 
 def forget_digests() -> None:
-    """Forget the remembered digests (:func:`digest`); :func:`~.pencil.general_w_model` calls it, since W may have
-    changed in place since the last evaluation.
+    """Forget the remembered content keys (:func:`array_key`); :func:`~.pencil.general_w_model` calls it, since W
+    may have changed in place since the last evaluation.
 
     Examples
     --------
     >>> forget_digests()
     """
-    _DIGESTS.clear()
+    ARRAY_KEYS.clear()
 
 
-def digest(W) -> tuple:
-    """A key for W's content (shape, dtype, BLAKE2 of the entries): a W changed in place is a new key.
+def array_key(W) -> tuple:
+    """The content key of an array (:func:`symattn.caching.content_key`: shape, dtype, digest of the entries): a W
+    changed in place is a new key.
 
-    Hashing a 384×384 W costs about 3 ms, so the digest of an array is remembered until the next
+    Hashing a 384×384 W costs about 1 ms, so the key of an array is remembered until the next
     :func:`~.pencil.general_w_model` (where every evaluation starts), which forgets them all.
 
     Examples
     --------
-    >>> digest(np.eye(2)) == digest(np.eye(2)), digest(np.eye(2)) == digest(2 * np.eye(2))
+    >>> array_key(np.eye(2)) == array_key(np.eye(2)), array_key(np.eye(2)) == array_key(2 * np.eye(2))
     (True, False)
     """
-    hit = _DIGESTS.get(id(W))
-    if hit is not None and hit[0] is W:
-        return hit[1]
-    a = np.ascontiguousarray(W)
-    data = "|".join(map(str, a.ravel())).encode() if a.dtype == object else a.tobytes()
-    d = a.shape, a.dtype.str, hashlib.blake2b(data, digest_size=16).hexdigest()
-    _DIGESTS[id(W)] = (W, d)
-    return d
+    return ARRAY_KEYS.get((id(W),), lambda: (W, content_key(np.asarray(W))[0]))[1]
 
 
 def cast(x, dtype):
@@ -231,8 +226,8 @@ def rmul(A, x):
     return (A @ x2.view(np.float64)).view(np.complex128).reshape((A.shape[0],) + x.shape[1:])
 
 
-#: per-thread scratch buffers of the p×p route ((p, dtype) → dict of arrays), see :func:`workspace`
-_WORKSPACE = threading.local()
+#: scratch buffers of the p×p route ((p, dtype, thread) → dict of arrays), see :func:`workspace`
+WORKSPACES = Memo("general_w.workspace", 8)
 
 
 def workspace(p: int, dtype) -> dict:
@@ -245,17 +240,9 @@ def workspace(p: int, dtype) -> dict:
     >>> sorted(workspace(3, np.float64)), workspace(3, np.float64)['P'].shape
     (['P', 'PT', 'base', 'tmp'], (4, 3, 3))
     """
-    key = (int(p), np.dtype(dtype).str)
-    cache = getattr(_WORKSPACE, "cache", None)
-    if cache is None:
-        cache = _WORKSPACE.cache = {}
-    ws = cache.get(key)
-    if ws is None:
-        if len(cache) > 4:
-            cache.clear()
-        ws = cache[key] = {"base": np.empty((p, p), dtype), "tmp": np.empty((p, p), dtype),
-                           "P": np.empty((4, p, p), dtype), "PT": np.empty((4, p, p), dtype)}
-    return ws
+    return WORKSPACES.get((int(p), np.dtype(dtype).str, threading.get_ident()),
+                          lambda: {"base": np.empty((p, p), dtype), "tmp": np.empty((p, p), dtype),
+                                   "P": np.empty((4, p, p), dtype), "PT": np.empty((4, p, p), dtype)})
 
 
 def symmetric_eig(W, ar=FLOAT):
@@ -267,14 +254,8 @@ def symmetric_eig(W, ar=FLOAT):
     >>> lam.tolist(), symmetric_eig(np.array([[1.0, 1.0], [0.0, 1.0]]))
     ([1.0, 2.0], None)
     """
-    key = (digest(W), ar.dps)
-    if key in _EIG_CACHE:
-        return _EIG_CACHE[key]
-    eig = ar.eigh(W) if np.array_equal(W, W.T) else None   # None: not symmetric (cached too)
-    if len(_EIG_CACHE) > 8:
-        _EIG_CACHE.clear()
-    _EIG_CACHE[key] = eig
-    return eig
+    # None: not symmetric (cached too)
+    return EIGEN.get((array_key(W), ar.dps), lambda: ar.eigh(W) if np.array_equal(W, W.T) else None)
 
 
 def lapack_inv(A):
@@ -341,19 +322,12 @@ def grams(W, dtype=None):
     >>> [g.tolist() for g in grams(W)[2:]]
     [[[1.0, 2.0], [2.0, 5.0]], [[5.0, 2.0], [2.0, 1.0]]]
     """
-    d = digest(W)
-    if d not in _GRAM_CACHE:
-        if len(_GRAM_CACHE) > 8:
-            _GRAM_CACHE.clear()
-        _GRAM_CACHE[d] = {}
-    per = _GRAM_CACHE[d]
-    key = None if dtype is None else np.dtype(dtype).str
-    if key not in per:
+    def make():
         if dtype is None or np.dtype(dtype) == W.dtype:
-            per[key] = (W, np.ascontiguousarray(W.T), W.T @ W, W @ W.T)
-        else:
-            per[key] = tuple(np.ascontiguousarray(a, dtype=dtype) for a in grams(W, None))
-    return per[key]
+            return W, np.ascontiguousarray(W.T), W.T @ W, W @ W.T
+        return tuple(np.ascontiguousarray(a, dtype=dtype) for a in grams(W, None))
+
+    return GRAMS.get((array_key(W), None if dtype is None else np.dtype(dtype).str), make)
 
 
 def identity_minus(p, Wd, Wt, a_, d_):
@@ -388,14 +362,11 @@ def seed_rank_one_eig(W_hat, e, b):
     >>> bool(np.allclose(E @ np.diag(lam) @ E.T, W_hat))
     True
     """
-    key = (digest(W_hat), None)
-    if key in _EIG_CACHE:
-        return
-    v = np.array(e, dtype=float)
-    v[0] += 1.0 if v[0] >= 0 else -1.0
-    E = np.eye(v.size) - (2.0 / float(v @ v)) * np.outer(v, v)
-    lam = np.ones(v.size)
-    lam[0] = b
-    if len(_EIG_CACHE) > 8:
-        _EIG_CACHE.clear()
-    _EIG_CACHE[key] = (lam, E)
+    def householder():
+        v = np.array(e, dtype=float)
+        v[0] += 1.0 if v[0] >= 0 else -1.0
+        lam = np.ones(v.size)
+        lam[0] = b
+        return lam, np.eye(v.size) - (2.0 / float(v @ v)) * np.outer(v, v)
+
+    EIGEN.get((array_key(W_hat), None), householder)

@@ -189,9 +189,10 @@ def coefficient_matrix(S):
     return e, np.array([[alpha, beta], [gam, delta]])
 
 
-def p_traces(m, S, Hop=None, single: bool = False):
+def p_traces(m, S, Hop=None, single: bool = False, dP=None):
     """tr_p of the p-blocks G_pp[j, k], j ∈ {g, l, v}, k ∈ {t, v, h} (dict keyed 'jk'), and the
     H operator (a new one at real S, in float32 when ``single``, or ``Hop`` linearised when given).
+    ``dP`` (dict keyed 'jk'): added to the traces (the linear response of docs/theory.md §14.9 steps them).
 
     Examples
     --------
@@ -211,6 +212,8 @@ def p_traces(m, S, Hop=None, single: bool = False):
          "lv": e * (S["tv"] * T1 + S["hv"] * T2), "gv": e * (S["tv"] * T3 + S["hv"] * T4)}
     for k in "tvh":
         P["v" + k] = e * (S["vg"] * P["g" + k] + S["vl"] * P["l" + k]) + (e if k == "v" else 0.0)
+    if dP:
+        P = {k: P[k] + dP.get(k, 0.0) for k in P}
     return P, Hop
 
 
@@ -245,7 +248,7 @@ def _G_nn(m, z, Snn):
     return model_arith(m).inv(L0 - Snn[None])
 
 
-def pencil_map(m, g, z, Hop=None, single: bool = False):
+def pencil_map(m, g, z, Hop=None, single: bool = False, dP=None):
     """One evaluation of the Dyson map g ↦ E_κ[(L0(κ) − η(G))^{-1}]_nn (holomorphic in g and z).
 
     Parameters
@@ -259,6 +262,8 @@ def pencil_map(m, g, z, Hop=None, single: bool = False):
         The p×p part linearised at another point (complex steps), instead of a new inverse.
     single : bool
         Compute a new inverse in float32 (the far-from-converged phase of :func:`solve_pencil`).
+    dP : dict, optional
+        Added to the p-traces (:func:`p_traces`).
 
     Returns
     -------
@@ -274,7 +279,7 @@ def pencil_map(m, g, z, Hop=None, single: bool = False):
     (3, 3)
     """
     S = sigma_pp(m, g)
-    P, Hop = p_traces(m, S, Hop, single=single)
+    P, Hop = p_traces(m, S, Hop, single=single, dP=dP)
     Snn = sigma_nn(m, P, g)
     Gn = _G_nn(m, z, Snn)
     g_new = np.tensordot(m.kw, Gn, axes=1)
@@ -464,7 +469,7 @@ def solve_pencil(m, z, g0=None, tol=None, maxiter: int = 300, newton: bool = Fal
     return PencilSolution(g=out.x, iterations=out.iterations, residual=out.residual, Hop=out.aux)
 
 
-def _p_response(m, S, H, src):
+def p_response(m, S, H, src):
     """G_pp applied to a p-space source: src = dict block → vector (blocks t, v, h, g, l), each of
     shape (p,) or (p, k) for k sources at once; returns the 5 response vectors (dict)."""
     p = m.p
@@ -482,7 +487,7 @@ def _p_response(m, S, H, src):
     return {"t": t, "v": v, "h": h, "g": gg, "l": ll}
 
 
-def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
+def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None, dP=None, dforms=None, probes=None):
     """F(z) = ŷᵀ[L_full^{-1}]_xx ŷ at the n-traces g: the bulk value, corrected by Woodbury for
     the signal (Y → Y + μŷᵀ in every Y-slot, the ŷŷᵀ and êêᵀ kernel terms).
 
@@ -495,10 +500,18 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
     Gbar : numpy.ndarray, optional
         The 3×3 n-n quadratic forms of ŷ when the caller's fixed point has them (a pencil with more
         blocks than §12.2's, e.g. :mod:`symattn.backends.general_w.hermite`); default: this pencil's.
+    dP : dict, optional
+        Added to the p-traces of this pencil's n-forms (:func:`p_traces`; not with ``Gbar``).
+    dforms : dict, optional
+        Added to the p-p quadratic forms μᵀ𝒢[j, k]μ, keyed (j, k), j ∈ {g, l, v}, k ∈ {t, v, h}
+        (the linear response of docs/theory.md §14.9 steps them).
+    probes : numpy.ndarray, optional
+        p×k vectors v: also return the readout overlaps βᵀv (β = (Φ/√n)Qŷ is the v-block of the pencil's
+        solution with ŷ in the x-row; 𝒢[v, x] = 0, so only the Woodbury term, with vᵀ𝒢[v, ·] on the left).
 
     Returns
     -------
-    float or complex
+    float or complex, or (F, βᵀv) with ``probes``
 
     Examples
     --------
@@ -509,7 +522,7 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
     True
     """
     if Gbar is None:
-        Gbar, parts = pencil_map(m, g, z, Hop)   # E_κ G_nn: the n-n quadratic forms of ŷ, ê
+        Gbar, parts = pencil_map(m, g, z, Hop, dP=dP)   # E_κ G_nn: the n-n quadratic forms of ŷ, ê
         S, H = parts["S"], parts["H"]
     else:
         S, H = sigma_pp(m, g), None
@@ -517,7 +530,7 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
     mu = m.mu
     has_mu = bool(np.any(mu))
     if not has_mu and m.c_yy == 0 and m.c_11 == 0:
-        return F0
+        return F0 if probes is None else (F0, np.zeros(np.shape(probes)[1:]))
     a = m.a1 / m.c
     # rank-one pieces of Δ: (row block, row vector kind, col block, col vector kind, coef);
     # kinds: 'y' (ŷ, n-space), 'e' (ê, n-space), 'm' (μ, p-space)
@@ -542,7 +555,7 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
     if has_mu:
         # the five sources μ in block b (column j of each source matrix), solved together
         src = {b: np.outer(mu, np.arange(5) == j) for j, b in enumerate("tvhgl")}
-        out = _p_response(m, S, H, src)
+        out = p_response(m, S, H, src)
         for j, b in enumerate("tvhgl"):
             resp[b] = {k: out[k][:, j] for k in out}
 
@@ -554,7 +567,8 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
             if left_kind != right_kind:
                 return 0.0   # ŷ ⟂ ê (balanced labels); ŷ independent of the latent κ
             return Gbar[nb[left_blk], nb[right_blk]]
-        return mu @ resp[right_blk[1]][left_blk[1]]
+        extra = 0.0 if dforms is None else dforms.get((left_blk[1], right_blk[1]), 0.0)
+        return mu @ resp[right_blk[1]][left_blk[1]] + extra
 
     R = len(pieces)
     # Δ = Σ_r A_r B_rᵀ with A_r = (row block, row kind) · coef, B_r = (col block, col kind)
@@ -562,5 +576,11 @@ def resolvent_F(m, g, z, Hop=None, Hop_mu=None, Gbar=None):
                     for (_, _, cb, ck, _) in pieces]) + np.eye(R)
     left = np.array([coef * form("nx", "y", rb, rk) for (rb, rk, _, _, coef) in pieces])
     right = np.array([form(cb, ck, "nx", "y") for (_, _, cb, ck, _) in pieces])
-    return F0 - left @ model_arith(m).solve(cap, right)
+    sol = model_arith(m).solve(cap, right)
+    if probes is None:
+        return F0 - left @ sol
+    # βᵀv = vᵀ𝒢_full[v, x]ŷ: 𝒢[v, x] = 0 (n-p cross), so only the Woodbury term, with vᵀ𝒢[v, ·] on the left
+    zero = np.zeros(np.shape(probes)[1:])
+    lv = [coef * (probes.T @ resp[rb[1]]["v"]) if rb[0] == "p" else zero for (rb, _, _, _, coef) in pieces]
+    return F0 - left @ sol, -np.tensordot(sol, np.array(lv), axes=(0, 0))
 

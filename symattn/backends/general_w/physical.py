@@ -225,7 +225,7 @@ def physical_points(gammas, solve, evaluate, *, verify: bool = True, name: str =
     return [results[g] for g in gl], {"evaluations": count[0], "continued": sorted(continued), "reasons": reasons}
 
 
-def model_error(m, gamma) -> dict:
+def model_error(m, gamma, extra=None) -> dict:
     r"""E_A(γ) = −γ² F'(γ) of a :class:`GeneralWModel` (or any model with its fields) at the points γ.
 
     The Dyson fixed point g* = Φ(g*, γ) is solved at each γ from the γ → ∞ start, then
@@ -243,12 +243,15 @@ def model_error(m, gamma) -> dict:
     m : GeneralWModel
     gamma : array_like
         γ > 0 values.
+    extra : callable, optional
+        ``extra(γ, g*, J, Hop)`` at each accepted point (J = ∂Φ/∂g there), e.g. the readout moments of
+        :mod:`.response`; its values are returned as 'extra'.
 
     Returns
     -------
     dict
         'E' and 'F' (arrays), 'iterations' (total), 'residual' (max), 'continued' (the γ solved by
-        continuation).
+        continuation); with ``extra`` also 'extra' (a list, one per γ).
 
     Examples
     --------
@@ -283,8 +286,12 @@ def model_error(m, gamma) -> dict:
             dg = ar.solve(np.eye(9) - J, dz)
             Fc = resolvent_F(m, gs + ar.complex(0, eta * gm) * dg.reshape(3, 3), zc, Hop, Hm)
             E = -gm * gm * ar.imag(Fc) / (eta * gm)
-            return float(E), float(ar.real(Fc)), (E, ar.real(Fc))
+            more = () if extra is None else (extra(gm, gs, J, Hop),)
+            return float(E), float(ar.real(Fc)), (E, ar.real(Fc)) + more
 
         vals, info = physical_points(gammas.ravel(), solve, evaluate, verify=ar.dps is None)
         E, Fv = (ar.convert(np.array([v[k] for v in vals], dtype=object)).reshape(gammas.shape) for k in (0, 1))
-    return {"E": E, "F": Fv, "iterations": info["evaluations"], "residual": res[0], "continued": info["continued"]}
+    out = {"E": E, "F": Fv, "iterations": info["evaluations"], "residual": res[0], "continued": info["continued"]}
+    if extra is not None:
+        out["extra"] = [v[2] for v in vals]
+    return out

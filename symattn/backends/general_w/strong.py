@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ...caching import Memo
 from ...model import check_mu, check_weights
 from .linalg import arith, seed_rank_one_eig
 from .pencil import general_w_model
@@ -65,9 +66,6 @@ def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f", ctx=Non
     >>> dE.shape
     (1,)
     """
-    from ...model import Geometry
-    from ..finite_p import finite_p_error
-
     ar = arith(ctx)
     W = check_weights(W)
     p = W.shape[0]
@@ -76,14 +74,20 @@ def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f", ctx=Non
     m2 = float(mu @ mu)
     e = mu / math.sqrt(m2)
     b = float(e @ W @ e)
+    # the correction depends on W only through b: cached on (f, c, γ, μ, b, diagonal)
+    return CORRECTIONS.get((f, float(c), gammas, mu, b, diagonal, ar.dps),
+                           lambda: _correction(f, c, gammas, W, mu, b, e, m2, diagonal, ar)).copy()
+
+
+def _correction(f, c, gammas, W, mu, b, e, m2, diagonal, ar):
+    """:func:`strong_direction_correction`, computed."""
+    from ...model import Geometry
+    from ..finite_p import finite_p_error
+
+    p = W.shape[0]
     s = math.sqrt(abs(b - 1.0))
     sg = 1.0 if b >= 1.0 else -1.0
     r = math.sqrt(m2) * s
-    # the correction depends on W only through b: cached on (f, c, γ, μ, b, diagonal)
-    key = (f, float(c), gammas.tobytes(), mu.tobytes(), b, diagonal, ar.dps)
-    hit = _CORRECTION_CACHE.get(key)
-    if hit is not None:
-        return hit.copy()
     gram = np.array([[m2, r, sg * r], [r, s * s, sg * s * s], [sg * r, sg * s * s, s * s]])
     geom = Geometry.from_gram(gram, rank=1)
     n = max(2, int(round(p / float(c))))
@@ -92,12 +96,9 @@ def strong_direction_correction(f, c, gamma, W, mu, diagonal: str = "f", ctx=Non
     if ar.dps is None:
         seed_rank_one_eig(W_hat, e, b)
     E_ge = model_error(general_w_model(f, c, W_hat, mu, signal="linear", diagonal=diagonal, ctx=ar), gammas)["E"]
-    if len(_CORRECTION_CACHE) > 32:
-        _CORRECTION_CACHE.clear()
-    _CORRECTION_CACHE[key] = E_fp - E_ge
     return E_fp - E_ge
 
 
-#: strong-direction corrections already computed (see :func:`strong_direction_correction`)
-_CORRECTION_CACHE: dict = {}
+#: strong-direction corrections already computed: (f, c, γ, μ, b, diagonal, precision) → ΔE
+CORRECTIONS = Memo("general_w.strong_corrections", 32)
 

@@ -258,7 +258,7 @@ def _read_csv(path: Path) -> list[dict]:
 def _write_rows(path: Path, rows: list[dict]) -> None:
     """The CSV of the grid (header :data:`CSV_FIELDS`, then ``rows``), written atomically
     (:func:`symattn.files.atomic_path`)."""
-    from ..files import atomic_path
+    from symattn.files import atomic_path
 
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, CSV_FIELDS)
@@ -306,7 +306,7 @@ def run_grid(activations=ACTIVATIONS, geometry_names=GEOMETRY_NAMES, cs=CS, *, n
         # the rows of the file: those kept from an earlier run (resume), then each new one; the whole
         # file is rewritten atomically after every configuration (never a half-written line)
         written = _read_csv(csv_path) if resume else []
-        from ..provenance import provenance, write_provenance
+        from symattn.provenance import provenance, write_provenance
 
         prov = provenance({"study": "mc_grid", "activations": list(activations), "geometries": list(geometry_names),
                            "cs": [float(c) for c in cs], "plan": None if plan is None else [list(q) for q in plan],
@@ -483,7 +483,7 @@ def markdown(cells: list[Cell], *, meta: dict) -> str:
 def write_report(path, text: str, title: str = "# Validation: theory vs Monte Carlo") -> None:
     """Write ``text`` between the generated-section markers of ``path`` (kept text outside them),
     atomically (:func:`symattn.files.write_text`)."""
-    from ..files import write_text
+    from symattn.files import write_text
 
     path = Path(path)
     block = f"{MARK_BEGIN}\n{text}{MARK_END}\n"

@@ -18,23 +18,24 @@ from .checks import (FULL, METHODS, QUICK, REGISTRY, RELATIONS, Check, CheckResu
 __all__ = ["CHECK_MODULES", "all_checks", "run_checks", "select", "register", "REGISTRY", "Check", "CheckResult",
            "Outcome", "Profile", "QUICK", "FULL", "METHODS", "RELATIONS"]
 
-#: The modules whose import registers checks, in the order of the verify table.
+#: The modules whose import registers checks, in the order of the verify table (relative to this package,
+#: symattn.verification).
 CHECK_MODULES = (
-    "symattn.verification.cases.linear_f",
-    "symattn.verification.cases.a1_zero",
-    "symattn.verification.cases.mu_zero",
-    "symattn.verification.cases.gamma_large",
-    "symattn.verification.cases.gamma_small",
-    "symattn.verification.cases.c_limits",
-    "symattn.verification.finite_p",  # the finite-p correction's checks (docs/theory.md §10)
-    "symattn.verification.cases.variants",  # residual, multi-head, softmax (docs/theory.md §13)
+    ".cases.linear_f",
+    ".cases.a1_zero",
+    ".cases.mu_zero",
+    ".cases.gamma_large",
+    ".cases.gamma_small",
+    ".cases.c_limits",
+    ".finite_p",  # the finite-p correction's checks (docs/theory.md §10)
+    ".cases.variants",  # residual, multi-head, softmax (docs/theory.md §13)
 )
 
 
 def all_checks() -> list[Check]:
     """Every registered check, in registration order (imports every module of :data:`CHECK_MODULES`)."""
     for mod in CHECK_MODULES:
-        importlib.import_module(mod)
+        importlib.import_module(mod, __package__)
     return list(REGISTRY.values())
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from symattn.caching import memoize
+
 from .registry import FULL, QUICK, Outcome, register, run_checks
 
 GROUP = "finite-p"
@@ -44,7 +46,7 @@ class Setting:
 
     def geometry(self):
         """The :class:`~symattn.model.Geometry` of ``gram``."""
-        from ..model import Geometry
+        from symattn.model import Geometry
 
         return Geometry(**self.gram)
 
@@ -97,9 +99,9 @@ def constant_slope_traces(c=0.7, g=0.1, a1=0.6, s2=0.15, d=0.02):
     >>> bool(max(abs(a - b) / abs(b) for a, b in zip(pencil, bulk)) < 1e-9)
     True
     """
-    from ..backends import solver
-    from ..backends.context import context
-    from ..backends.finite_p import solve_pencil
+    from symattn.backends import solver
+    from symattn.backends.context import context
+    from symattn.backends.finite_p import solve_pencil
 
     ctx = context("numpy")
     with ctx:
@@ -118,30 +120,24 @@ def sizes(profile) -> tuple:
     return n, 2 * n
 
 
-_MC: dict = {}
-
-
+@memoize("verification.finite_p_measured", 64)
 def measure(name: str, n: int, draws: int, seed: int = 0) -> dict:
     """Monte Carlo (exact f, f on the diagonal) and both theories at one size; cached per process."""
-    key = (name, n, draws, seed)
-    if key not in _MC:
-        import warnings
+    import warnings
 
-        import symattn as sa
+    import symattn as sa
 
-        st = SETTINGS[name]
-        f, c, gam, geom = st.f, st.c, st.gammas, st.geometry()
-        res = sa.simulate(f, n=n, c=c, gamma=list(gam), geometry=geom, draws=draws, seed=seed,
-                          models=("attention",), progress=False)
-        mc = res.attention.mean(axis=0)
-        se = res.attention.std(axis=0, ddof=1) / np.sqrt(draws)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            old = np.asarray(sa.memorization_error(f, c, list(gam), geometry=geom, n=n), float)
-        cor = np.asarray(sa.memorization_error(f, c, list(gam), geometry=geom, n=n, correction="finite-p"), float)
-        _MC[key] = dict(gamma=np.array(gam), mc=mc, se=se, old=old, cor=cor, p=res.p,
-                        t=float(geom.strength(res.p)))
-    return _MC[key]
+    st = SETTINGS[name]
+    f, c, gam, geom = st.f, st.c, st.gammas, st.geometry()
+    res = sa.simulate(f, n=n, c=c, gamma=list(gam), geometry=geom, draws=draws, seed=seed,
+                      models=("attention",), progress=False)
+    mc = res.attention.mean(axis=0)
+    se = res.attention.std(axis=0, ddof=1) / np.sqrt(draws)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = np.asarray(sa.memorization_error(f, c, list(gam), geometry=geom, n=n), float)
+    cor = np.asarray(sa.memorization_error(f, c, list(gam), geometry=geom, n=n, correction="finite-p"), float)
+    return dict(gamma=np.array(gam), mc=mc, se=se, old=old, cor=cor, p=res.p, t=float(geom.strength(res.p)))
 
 
 def _describe(name, n, m) -> str:

@@ -178,7 +178,7 @@ def run_registered(quick: bool = False, only: str | None = None, method: str | N
     registration order; BLAS runs single-threaded meanwhile. To run every check of the package,
     use :func:`symattn.verification.registry.run_checks`, which first imports all check modules.
     """
-    from ..montecarlo import blas_threads
+    from symattn.montecarlo import blas_threads
 
     profile = profile or (QUICK if quick else FULL)
     results = []

@@ -34,7 +34,7 @@ FIELDS = ("activation", "c", "snr", "gamma", "n", "draws", "error", "mc", "se", 
 
 
 def _geometry(snr: float):
-    from ..model import Geometry
+    from symattn.model import Geometry
 
     return Geometry() if snr == 0 else Geometry.aligned(snr)
 
@@ -51,7 +51,7 @@ def grid_rows(f: str, c: float, snr: float, n: int, draws: int, gammas=GAMMAS, s
     >>> sorted({r["error"] for r in rows}), rows[0]["n"]
     (['test', 'train'], 80)
     """
-    from ..layer import Layer
+    from symattn.layer import Layer
 
     layer = Layer(f)
     geo = _geometry(snr) if geometry is None else geometry

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..timeouts import FINITE_P_SECONDS, TIMEOUT, time_limited
+from symattn.timeouts import FINITE_P_SECONDS, TIMEOUT, time_limited
 
 NS = (250, 500, 1000, 2000, 4000)
 FIELDS = ("setting", "n", "p", "draws", "strength_t", "mc", "se", "theory", "gap", "abs_gap", "rel_gap", "z",
@@ -169,8 +169,8 @@ def read_csv(path: Path) -> list[dict]:
 def write_csv(path: Path, rows: list[dict], provenance: dict | None = None) -> None:
     """Write the rows (sorted by setting and n) atomically (:func:`symattn.files.atomic_path`); with
     ``provenance``, its object goes to ``<path>.provenance.json`` beside it."""
-    from ..files import atomic_path
-    from ..provenance import write_provenance
+    from symattn.files import atomic_path
+    from symattn.provenance import write_provenance
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +239,7 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from ..files import atomic_path
+    from symattn.files import atomic_path
 
     try:
         with atomic_path(path) as tmp:  # no truncated PNG when interrupted
@@ -291,13 +291,13 @@ def run(out_dir, settings=None, ns=NS, draws_scale: float = 1.0, seed: int = 0, 
 
     Returns {"csv": path, "png": path, "rows": rows, "summary": summarize(rows)}.
     """
-    from ..montecarlo import blas_threads
+    from symattn.montecarlo import blas_threads
 
     names, ns, draws_scale, seed = check_arguments(settings, ns, draws_scale, seed)
     out_dir = Path(out_dir)
     csv_path, png_path = out_dir / "convergence.csv", out_dir / "convergence.png"
     rows = [r for r in read_csv(csv_path) if not (r["setting"] in names and r["n"] in ns)]
-    from ..provenance import provenance
+    from symattn.provenance import provenance
 
     prov = provenance({"study": "convergence", "settings": names, "ns": list(ns), "draws_scale": draws_scale,
                        "finite_p": bool(finite_p), "rows_kept_from_earlier_runs": len(rows)},

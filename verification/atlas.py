@@ -44,9 +44,9 @@ def theory_of_call(call: dict, gammas) -> np.ndarray:
     >>> bool(0 < E[0] < E[1] < 1)
     True
     """
-    from ..layer import Layer
-    from ..model import Geometry
-    from ..threads import limit_threads
+    from symattn.layer import Layer
+    from symattn.model import Geometry
+    from symattn.threads import limit_threads
 
     layer = Layer.from_dict(call["layer"])
     kw = {"n": call["n"]}
@@ -86,8 +86,8 @@ def check_atlas(path=None, limit: int | None = None) -> dict:
     >>> r["passed"], r["max_rel_diff"] <= RTOL
     (True, True)
     """
-    from ..accuracy import load_atlas
-    from ..errors import RealWeightsUnavailable
+    from symattn.accuracy import load_atlas
+    from symattn.errors import RealWeightsUnavailable
 
     t0 = time.perf_counter()
     rows = load_atlas(path)

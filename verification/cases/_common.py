@@ -7,6 +7,8 @@ import math
 import mpmath
 import numpy as np
 
+from symattn.caching import Memo
+
 from ..checks import Outcome
 
 #: geometries used across the checks (Gram matrices of μ, w_K, w_Q)
@@ -31,14 +33,8 @@ def _ctx(backend, dps):
     return context(backend, dps if backend == "mpmath" else None)
 
 
-_CACHE: dict = {}
-
-
-def _cached(key, compute):
-    """Results shared by the checks of one process (several checks evaluate the same points)."""
-    if key not in _CACHE:
-        _CACHE[key] = compute()
-    return _CACHE[key]
+#: results shared by the checks of one process (several checks evaluate the same points)
+POINTS = Memo("verification.points", 256)
 
 
 def attention_points(f, c, gamma, grams=None, backend="numpy", dps=30, n=None, snr=None, diagonal="f"):
@@ -51,9 +47,8 @@ def attention_points(f, c, gamma, grams=None, backend="numpy", dps=30, n=None, s
     c, gamma = np.broadcast_arrays(np.atleast_1d(np.asarray(c, float)), np.atleast_1d(np.asarray(gamma, float)))
     P = c.size
     grams = np.broadcast_to(NULL if grams is None else np.asarray(grams, float), (P, 3, 3))
-    key = ("attention", str(f), c.tobytes(), gamma.tobytes(), grams.tobytes(), backend,
-           dps if backend == "mpmath" else None, n, snr, diagonal)
-    return _cached(key, lambda: _attention_points(f, c, gamma, grams, backend, dps, n, snr, diagonal))
+    key = ("attention", str(f), c, gamma, grams, backend, dps if backend == "mpmath" else None, n, snr, diagonal)
+    return POINTS.get(key, lambda: _attention_points(f, c, gamma, grams, backend, dps, n, snr, diagonal))
 
 
 def _attention_points(f, c, gamma, grams, backend, dps, n, snr, diagonal):
@@ -76,8 +71,8 @@ def _attention_points(f, c, gamma, grams, backend, dps, n, snr, diagonal):
 def bulk_points(f, c, gamma, backend="numpy", dps=30, diagonal="f"):
     """E_bulk and e (the bulk solution, (P, 3)) at P points (μ = 0, w = 0 system alone); cached per process."""
     c, gamma = np.broadcast_arrays(np.atleast_1d(np.asarray(c, float)), np.atleast_1d(np.asarray(gamma, float)))
-    key = ("bulk", str(f), c.tobytes(), gamma.tobytes(), backend, dps if backend == "mpmath" else None, diagonal)
-    return _cached(key, lambda: _bulk_points(f, c, gamma, backend, dps, diagonal))
+    key = ("bulk", str(f), c, gamma, backend, dps if backend == "mpmath" else None, diagonal)
+    return POINTS.get(key, lambda: _bulk_points(f, c, gamma, backend, dps, diagonal))
 
 
 def _bulk_points(f, c, gamma, backend, dps, diagonal):
