@@ -890,7 +890,8 @@ def _activation_text(act) -> str | None:
 
 def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correction, error):
     """Layer.theory under a token law other than the paper's (docs/theory.md §15): ridge regression on X
-    (§15.2) and, for the paper's layer (W = I + low rank), attention's training error at finite p (§15.5)."""
+    (§15.2) and, for the paper's layer (W = I + low rank), attention's training (§15.5) and test (§15.6) errors at
+    finite p."""
     from .model import as_geometry
     from .temporal import attention_errors, attention_test_errors, linear_errors
     from .theory import TheoryResult

@@ -362,7 +362,8 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
 
 def _training_point(f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=False):
     """E_A = −γ²F'(γ) (four-point central difference, warm starts), F, the overlaps Vᵀβ (with ``overlaps``)
-    and the checked inputs (act, c, gamma, geometry, constants, s, s_y, a(ω), noise weights and symbols)."""
+    and the checked inputs (activation, law, c, gamma, geometry, constants, s, s_y, a(ω), noise weights and
+    symbols)."""
     from .activations.activation import activation
     from .model import as_geometry, check_int, check_n
 
@@ -382,7 +383,7 @@ def _training_point(f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, over
     h = 1e-3 * gamma
     Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h, z)[0] for j in (-2, -1, 1, 2))
     dF = (8 * (Fp1 - Fm1) - (Fp2 - Fm2)) / (12 * h)
-    inputs = (c, gamma, geo, k, s, sy, aw, noise_w, noise_s)
+    inputs = (act, law, c, gamma, geo, k, s, sy, aw, noise_w, noise_s)
     return float(-gamma * gamma * dF), float(F0), (o[0] if o else None), inputs
 
 
@@ -403,7 +404,7 @@ def _test_moments(a1, s2, c, gram, rank, sp):
     r"""m = V m_V and C = C_s I + V C_V Vᵀ of the test sequence under T (docs/theory.md §15.6), with
     D_g = ⟨g s⟩I + ⟨g s_y⟩μμᵀ:  m = (a1/c)ΣWμ + ⟨b s_y⟩μ,
     C = (a1²/c²)ΣWΣWᵀΣ + D_{b²} + (a1²/c)D_s + (s²/c)D_N + (a1/c)(D_bWᵀΣ + ΣWD_b)."""
-    from .generalization import _mul
+    from .generalization import span_product
 
     k = gram.shape[0]
     E00 = np.zeros((k, k))
@@ -419,7 +420,7 @@ def _test_moments(a1, s2, c, gram, rank, sp):
     def mul(*ops):
         out = ops[0]
         for o in ops[1:]:
-            out = _mul(out, o, gram)
+            out = span_product(out, o, gram)
         return out
 
     def add(*terms):
@@ -474,8 +475,8 @@ def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tok
                C = \frac{a_1^2}{c^2}\Sigma W\Sigma W^\top\Sigma + D_{b^2} + \frac{a_1^2}cD_s + \frac{s^2}cD_{s_N}
                    + \frac{a_1}c\big(D_bW^\top\Sigma + \Sigma WD_b\big),
 
-    (s_N the noise's symbol Σ_k w_k s_k; C_s gets the near-lag slope's finite-p correction of
-    :func:`_slope_correction`), and β's overlaps from the training pencil of
+    (s_N the noise's symbol Σ_k w_k s_k; C_s gets the near-lag slope's finite-p correction, §15.6),
+    and β's overlaps from the training pencil of
     :func:`attention_errors`: ‖β‖² = F − E_train/γ and Vᵀβ by its Woodbury step. With T = I, b ≡ d and
     every D_g = gΣ: the iid moments of :func:`symattn.generalization.population_moments`.
 
@@ -507,15 +508,12 @@ def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tok
     """
     from .generalization import error_from_readout
 
-    E, F0, o, (c, gamma, geo, k, s, sy, aw, noise_w, noise_s) = _training_point(
-        f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=True)
-    from .activations.activation import activation
     from .model import dimension
 
+    E, F0, o, (act, law, c, gamma, geo, k, s, sy, aw, noise_w, noise_s) = _training_point(
+        f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=True)
     sp = _spectra(k.a1, s, sy, aw, noise_w, noise_s)
     mV, Cs, CV = _test_moments(k.a1, k.s2, c, geo.gram, geo.rank, sp)
-    act = f if hasattr(f, "numpy") else activation(f)
-    law = as_token_law(tokens)
     slope = 0.0 if law.iid_tokens else _slope_correction(act, dimension(n, c), c, k.a1, law.lags(s.size), s)
     moments = (mV, Cs + slope, CV)
     Et, norm2 = error_from_readout(E, F0, gamma, o, moments)
