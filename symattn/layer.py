@@ -968,8 +968,8 @@ def _correlated_accuracy(c, gamma, n, snr, law, name, error="train"):
                    "cell at n = 1000 misses by +6.3 %: ReLU, r_1 = 0.65, gamma = 0.01)")
     if error == "test" and np.any(gamma < v["test_gamma"]) and not np.any(gamma < v["gamma"]):
         out.append(f"the test error at gamma < {v['test_gamma']:g} (docs/theory.md §15.6): near interpolation it is "
-                   "C_s·||beta||^2, measured gaps reach 10 % (one grid cell misses: tanh, r_1 = 0.5, c = 1, mu = 0, "
-                   "gamma = 0.01, -7.9 %)")
+                   "C_s·||beta||^2, measured gaps reach 10 % (two grid cells miss: tanh and erf, r_1 = 0.5, c = 1, mu = 0, "
+                   "gamma = 0.01, -7.9 %, -7.8 %)")
     if error == "test" and law.markov is not None:
         out.append("Markov labels with the test error (docs/theory.md §15.6: 2 of the 16 held-out cells with Markov "
                    "labels at gamma = 1 miss max(3 se, 3 %), by +3.8 % and -3.8 %)")
