@@ -20,9 +20,29 @@ import numpy as np
 from .errors import ParameterError
 
 # ----------------------------------------------------------------------------- span(μ, w_K, w_Q)
-def _mul(A, B, gram):
+def span_product(A, B, gram):
     r"""The product of two operators αI + VAVᵀ and βI + VBVᵀ on R^p, V = [μ, w_K, w_Q] with VᵀV = 𝔊:
-    (αβ, αB + βA + A𝔊B)."""
+    (αβ, αB + βA + A𝔊B) (docs/theory.md §14.2; also used by :mod:`symattn.temporal`, §15.6).
+
+    Parameters
+    ----------
+    A, B : tuple
+        ``(scalar, k×k matrix)`` pairs.
+    gram : numpy.ndarray
+        𝔊, k×k.
+
+    Returns
+    -------
+    tuple
+        ``(scalar, k×k matrix)`` of the product.
+
+    Examples
+    --------
+    >>> g = np.array([[2.0]])                       # V = μ, ‖μ‖² = 2: Σ = I + μμᵀ is (1, [[1]])
+    >>> a, M = span_product((1.0, np.eye(1)), (1.0, np.eye(1)), g)
+    >>> a, M.tolist()                               # Σ² = I + (2 + ‖μ‖²) μμᵀ
+    (1.0, [[4.0]])
+    """
     (a, Am), (b, Bm) = A, B
     return a * b, a * Bm + b * Am + Am @ gram @ Bm
 
@@ -82,7 +102,7 @@ def population_moments(a1, s2, d, c, gram, rank: int, model: str = "attention"):
     def mul(*ops):
         out = ops[0]
         for o in ops[1:]:
-            out = _mul(out, o, gram)
+            out = span_product(out, o, gram)
         return out
 
     SW = mul(sig, W)

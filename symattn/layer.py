@@ -644,8 +644,9 @@ class Layer:
             The law of the sequence (:class:`symattn.tokens.TokenLaw`, docs/theory.md §15). Tokens
             correlated in time or Markov labels: ridge regression on X (:func:`symattn.temporal.linear_errors`)
             and, for the paper's layer only and with ``n``, attention's training error
-            (:func:`symattn.temporal.attention_errors`, §15.5; an AccuracyWarning outside the measured region).
-            Other layers, and attention's test error, raise ParameterError (simulate them).
+            (:func:`symattn.temporal.attention_errors`, §15.5) and test error
+            (:func:`symattn.temporal.attention_test_errors`, §15.6), with an AccuracyWarning outside the
+            measured region. Other layers raise ParameterError (simulate them).
 
         Returns
         -------
@@ -889,9 +890,10 @@ def _activation_text(act) -> str | None:
 
 def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correction, error):
     """Layer.theory under a token law other than the paper's (docs/theory.md §15): ridge regression on X
-    (§15.2) and, for the paper's layer (W = I + low rank), attention's training error at finite p (§15.5)."""
+    (§15.2) and, for the paper's layer (W = I + low rank), attention's training (§15.5) and test (§15.6) errors at
+    finite p."""
     from .model import as_geometry
-    from .temporal import attention_errors, linear_errors
+    from .temporal import attention_errors, attention_test_errors, linear_errors
     from .theory import TheoryResult
 
     if model != "linear":
@@ -902,10 +904,6 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
                                  hint="the attention theory under time-correlated tokens is derived for the paper's "
                                       "model W = I + low rank only (docs/theory.md §15.5): take model='linear', or "
                                       "simulate this layer")
-        if error != "train":
-            raise ParameterError("error", error, "'train' with tokens= and model='attention' or 'both'",
-                                 hint="the test error of attention under correlated tokens is not derived "
-                                      "(docs/theory.md §15.5): simulate it with error='test'")
         if n is None:
             raise ParameterError("n", None, "the number of tokens (an integer >= 2) with tokens= and "
                                             "model='attention' or 'both'",
@@ -927,10 +925,10 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
         out.update(linear=r[error], F_linear=r["F"])
     if model != "linear":
         E, F = np.empty(cb.shape), np.empty(cb.shape)
+        solver = attention_test_errors if error == "test" else attention_errors   # §15.6 or §15.5
         for idx in np.ndindex(cb.shape):
-            r = attention_errors(layer.activation, cb[idx], gb[idx], n=n, geometry=geo, tokens=law,
-                                 diagonal=layer.diagonal)
-            E[idx], F[idx] = r["train"], r["F"]
+            r = solver(layer.activation, cb[idx], gb[idx], n=n, geometry=geo, tokens=law, diagonal=layer.diagonal)
+            E[idx], F[idx] = r[error], r["F"]
         out.update(attention=E, F_attention=F)
     res = TheoryResult(c=cb.copy(), gamma=gb.copy(), **out,
                        parameters={"backend": "numpy", "dps": None, "tokens": law.as_dict(), "snr": snr, "n": n,
@@ -938,9 +936,9 @@ def _correlated(layer, c, gamma, law, mu, geometry, n, model, backend, correctio
                                    "layer_digest": layer.digest})
     from .accuracy import assess, is_internal
 
-    # the atlas' token block (symattn/data/atlas_tokens.csv, docs/theory.md §15.5): measured cells, not a rule
+    # the atlas' token block (symattn/data/atlas_tokens.csv, docs/theory.md §15.5–15.6): measured cells, not a rule
     if model != "linear" and not is_internal():
-        res.accuracy = assess("temporal", layer.activation_name, cb, gb, n=n, tokens=law.as_dict(),
+        res.accuracy = assess("temporal", layer.activation_name, cb, gb, n=n, tokens=law.as_dict(), error=error,
                               **layer.features(geometry=geo))
         text = res.accuracy.message()
         if text is not None:
@@ -1306,8 +1304,8 @@ def memorization_error(f="tanh", c=0.5, gamma=1.0, geometry=None, model: str = "
         The training error (default) or the test error on a fresh sequence (docs/theory.md §14;
         the paper's model, γ > 0).
     tokens : TokenLaw, dict or None
-        The law of the sequence (docs/theory.md §15): with correlated tokens or Markov labels only
-        model='linear' has a theory (:meth:`Layer.theory`).
+        The law of the sequence (docs/theory.md §15): ridge regression on X, and for the paper's layer
+        with ``n`` attention's training and test errors (:meth:`Layer.theory`).
 
     Returns
     -------

@@ -36,7 +36,7 @@ from .errors import ConvergenceError
 from .model import check_c, check_gamma, check_nonnegative
 from .tokens import as_token_law, toeplitz_symbol
 
-__all__ = ["linear_errors", "kernel_band", "attention_errors"]
+__all__ = ["linear_errors", "kernel_band", "attention_errors", "attention_test_errors"]
 
 
 def _delta(c, gamma, s):
@@ -255,9 +255,11 @@ def _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s, z0=None):
     return Gn, P, sol.x
 
 
-def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s, z0=None):
+def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s, z0=None, overlaps=False):
     r"""F = ŷᵀQŷ with the signal μŷᵀ in every Y-slot and W − I = Σ_k w_K w_Qᵀ by Woodbury (§15.5, as §12.3);
-    returns F and the Dyson unknowns (a warm start for a nearby γ)."""
+    returns F and the Dyson unknowns (a warm start for a nearby γ), and with ``overlaps`` also
+    o = Vᵀβ, V = [μ, w_K, w_Q] (docs/theory.md §15.6): β = YKQŷ is the v-block of the pencil's solution,
+    so βᵀe = [0; e in v]ᵀ H⁻¹ [ŷ in x; 0], by the same Woodbury step."""
     Gn, P, z = _bulk(a1, s2, c, gamma, aw, s, noise_w, noise_s, z0)
     yt, _ = _slots(a1, c, 0.0)
     Gy = np.einsum("w,wab->ab", sy, Gn) / sy.size          # ŷᵀ G_nn ŷ → ⟨s_y G_nn⟩
@@ -277,7 +279,13 @@ def _woodbury_F(a1, s2, c, gamma, aw, s, sy, gram, rank, noise_w, noise_s, z0=No
     VGU = np.array([[qf(ti[2], tj[1]) * tj[0] for tj in terms] for ti in terms])
     yGU = np.array([qf(y, tj[1]) * tj[0] for tj in terms])
     VGy = np.array([qf(ti[2], y) for ti in terms])
-    return Gy[_NX, _NX] - yGU @ np.linalg.solve(np.eye(len(terms)) + VGU, VGy), z
+    sol = np.linalg.solve(np.eye(len(terms)) + VGU, VGy)
+    F = Gy[_NX, _NX] - yGU @ sol
+    if not overlaps:
+        return F, z
+    # βᵀe: qf(e, ŷ) = 0 (across p and n), so only the Woodbury correction remains
+    o = np.array([-np.array([qf(("p", _PV, e), tj[1]) * tj[0] for tj in terms]) @ sol for e in range(gram.shape[0])])
+    return F, z, o
 
 
 def _attention_inputs(act, c, n, geometry, law, kmax, grid, diagonal):
@@ -348,6 +356,14 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
     >>> round(attention_errors("relu", c=1.0, gamma=0.1, n=500, tokens={"ar1": 0.8})["train"], 3)   # MC: 0.62
     0.618
     """
+    E, F0, _, _ = _training_point(f, c, gamma, n, geometry, tokens, kmax, grid, diagonal)
+    return {"train": E, "F": F0}
+
+
+def _training_point(f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=False):
+    """E_A = −γ²F'(γ) (four-point central difference, warm starts), F, the overlaps Vᵀβ (with ``overlaps``)
+    and the checked inputs (activation, law, c, gamma, geometry, constants, s, s_y, a(ω), noise weights and
+    symbols)."""
     from .activations.activation import activation
     from .model import as_geometry, check_int, check_n
 
@@ -360,11 +376,146 @@ def attention_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=N
     law = as_token_law(tokens)
     k, s, sy, aw, noise_w, noise_s = _attention_inputs(act, c, n, geo, law, kmax, grid, diagonal)
 
-    def F(g, z0=None):
-        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s, z0)
+    def F(g, z0=None, o=False):
+        return _woodbury_F(k.a1, k.s2, c, g, aw, s, sy, geo.gram, geo.rank, noise_w, noise_s, z0, o)
 
-    F0, z = F(gamma)
+    F0, z, *o = F(gamma, o=overlaps)
     h = 1e-3 * gamma
     Fm2, Fm1, Fp1, Fp2 = (F(gamma + j * h, z)[0] for j in (-2, -1, 1, 2))
     dF = (8 * (Fp1 - Fm1) - (Fp2 - Fm2)) / (12 * h)
-    return {"train": float(-gamma * gamma * dF), "F": float(F0)}
+    inputs = (act, law, c, gamma, geo, k, s, sy, aw, noise_w, noise_s)
+    return float(-gamma * gamma * dF), float(F0), (o[0] if o else None), inputs
+
+
+# ============================================================================ the test error (docs/theory.md §15.6)
+def _spectra(a1, s, sy, aw, noise_w, noise_s) -> dict:
+    r"""The symbol averages the test moments need: b = a + a1·s is the band's symbol (diagonal d_n),
+    s_N = Σ_k w_k s_k the noise's; ⟨g⟩ (against T, via s) and ⟨g⟩_y (against the labels, via s_y)."""
+    b = aw + a1 * s
+    sN = noise_w @ noise_s
+    out = {}
+    for name, g in (("b2", b * b), ("b", b), ("s", s), ("N", sN)):
+        out[name] = float(np.mean(g * s))
+        out[name + "_y"] = float(np.mean(g * sy))
+    return out
+
+
+def _test_moments(a1, s2, c, gram, rank, sp):
+    r"""m = V m_V and C = C_s I + V C_V Vᵀ of the test sequence under T (docs/theory.md §15.6), with
+    D_g = ⟨g s⟩I + ⟨g s_y⟩μμᵀ:  m = (a1/c)ΣWμ + ⟨b s_y⟩μ,
+    C = (a1²/c²)ΣWΣWᵀΣ + D_{b²} + (a1²/c)D_s + (s²/c)D_N + (a1/c)(D_bWᵀΣ + ΣWD_b)."""
+    from .generalization import span_product
+
+    k = gram.shape[0]
+    E00 = np.zeros((k, k))
+    E00[0, 0] = 1.0
+    P = np.zeros((k, k))
+    for j in range(rank):
+        P[1 + j, 1 + rank + j] = 1.0
+    sig, W, WT = (1.0, E00), (1.0, P), (1.0, P.T.copy())
+
+    def D(g):
+        return sp[g], sp[g + "_y"] * E00
+
+    def mul(*ops):
+        out = ops[0]
+        for o in ops[1:]:
+            out = span_product(out, o, gram)
+        return out
+
+    def add(*terms):
+        return sum(w * t[0] for w, t in terms), sum(w * t[1] for w, t in terms)
+
+    e0 = np.eye(k)[0]
+    SW = mul(sig, W)
+    m = (a1 / c) * (SW[0] * e0 + SW[1] @ gram @ e0) + sp["b_y"] * e0
+    Cs, Cm = add((a1 * a1 / (c * c), mul(sig, W, sig, WT, sig)), (1.0, D("b2")), (a1 * a1 / c, D("s")),
+                 (s2 / c, D("N")), (a1 / c, mul(D("b"), WT, sig)), (a1 / c, mul(sig, W, D("b"))))
+    return m, Cs, Cm
+
+
+def _slope_correction(act, p, c, a1, r, s):
+    r"""The near-lag slope's correction to C_s (docs/theory.md §15.6): with the local slope
+    λ_k = E f'(√p r_k + √(1 + r_k²) g) (Stein: E[f(·)g]/σ, the rule's value at r = 0 subtracted, so that
+    δ_k = λ_k − a1 vanishes where r_k = 0) in place of a1 at lag k,
+
+    .. math::  \Delta C_s = \frac{2a_1}p\sum_{k\ne0}\delta_k\Big(\langle s^2\rangle + r_k(s^2)_k + \frac{1+2r_k^2}c\Big)
+               + \frac1p\sum_{k,k'\ne0}\delta_k\delta_{k'}\big(r_{k-k'}^2 + r_kr_{k'}r_{k-k'}\big),
+
+    (s²)_k the Fourier coefficients of s², r the lags 0..2L of the law (L = len(r)//2), s its symbol."""
+    L = (len(r) - 1) // 2
+    rk = r[1:L + 1]
+    x, w = np.polynomial.hermite_e.hermegauss(96)
+    w = w / w.sum()
+    sig = np.sqrt(1 + rk * rk)
+    args = np.sqrt(p) * rk[:, None] + sig[:, None] * x[None, :]
+    d = (act.numpy(args) * x[None, :]) @ w / sig - (act.numpy(x) * x) @ w
+    N = s.size
+    omega = 2 * np.pi * np.arange(N) / N
+    s2k = np.cos(np.outer(np.arange(1, L + 1), omega)) @ (s * s) / N
+    first = (4 * a1 / p) * np.sum(d * (np.mean(s * s) + rk * s2k + (1 + 2 * rk * rk) / c))
+    dd = np.r_[d[::-1], d]
+    ks = np.r_[-np.arange(L, 0, -1), np.arange(1, L + 1)]
+    rr = np.r_[rk[::-1], rk]
+    rd = r[np.abs(ks[:, None] - ks[None, :])]
+    return float(first + dd @ ((rd * rd + np.outer(rr, rr) * rd) @ dd) / p)
+
+
+def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tokens=None, kmax: int = 8,
+                          grid=None, diagonal: str = "f") -> dict:
+    r"""Attention's test error of the paper's model (W = I + low rank) under a token law, at finite p
+    (docs/theory.md §15.6), with its training error and the pieces it is made of.
+
+    The readout β is fitted on one sequence and tested on a fresh one of the same law:
+    :math:`E_{test} = 1 - 2\beta^\top m + \beta^\top C\beta` exactly (§14.1), with the test moments of the
+    kernel model of §15.5 on the test sequence (the band B, symbol b(ω), enters C), Σ = I + μμᵀ and
+    :math:`D_g = \langle g\,s\rangle I + \langle g\,s_y\rangle\mu\mu^\top`:
+
+    .. math::  m = \frac{a_1}c\Sigma W\mu + \langle b\,s_y\rangle\mu,\qquad
+               C = \frac{a_1^2}{c^2}\Sigma W\Sigma W^\top\Sigma + D_{b^2} + \frac{a_1^2}cD_s + \frac{s^2}cD_{s_N}
+                   + \frac{a_1}c\big(D_bW^\top\Sigma + \Sigma WD_b\big),
+
+    (s_N the noise's symbol Σ_k w_k s_k; C_s gets the near-lag slope's finite-p correction, §15.6),
+    and β's overlaps from the training pencil of
+    :func:`attention_errors`: ‖β‖² = F − E_train/γ and Vᵀβ by its Woodbury step. With T = I, b ≡ d and
+    every D_g = gΣ: the iid moments of :func:`symattn.generalization.population_moments`.
+
+    Parameters
+    ----------
+    f, c, gamma, n, geometry, tokens, kmax, grid, diagonal
+        As :func:`attention_errors`.
+
+    Returns
+    -------
+    dict
+        ``test`` (E_test), ``train`` (E_A), ``F``, ``norm2`` (‖β‖²), ``overlaps`` (Vᵀβ: βᵀμ, βᵀw_K, βᵀw_Q),
+        ``moments`` ((m_V, C_s, C_V): m = V m_V, C = C_s I + V C_V Vᵀ), ``slope`` (the correction in C_s) and
+        ``spectra`` (the symbol averages
+        ⟨b²s⟩, ⟨b²s_y⟩, ⟨bs⟩, ⟨bs_y⟩, ⟨s²⟩, ⟨ss_y⟩, ⟨s_Ns⟩, ⟨s_Ns_y⟩ under the keys b2, b2_y, b, b_y, s, s_y,
+        N, N_y).
+
+    Examples
+    --------
+    >>> from symattn import Geometry, generalization_error
+    >>> r = attention_test_errors("tanh", c=1.0, gamma=1.0, n=500, geometry=Geometry.aligned(1.0))
+    >>> ref = generalization_error("tanh", 1.0, 1.0, n=500, geometry=Geometry.aligned(1.0))
+    >>> bool(abs(r["test"] / ref - 1) < 1e-7)           # T = I: the iid test error of §14
+    True
+    >>> a = attention_test_errors("relu", c=0.5, gamma=0.01, n=500)["test"]
+    >>> b = attention_test_errors("relu", c=0.5, gamma=0.01, n=500, tokens={"ar1": 0.9})["test"]
+    >>> bool(b > 20 * a)                                # the band explodes it near interpolation
+    True
+    """
+    from .generalization import error_from_readout
+
+    from .model import dimension
+
+    E, F0, o, (act, law, c, gamma, geo, k, s, sy, aw, noise_w, noise_s) = _training_point(
+        f, c, gamma, n, geometry, tokens, kmax, grid, diagonal, overlaps=True)
+    sp = _spectra(k.a1, s, sy, aw, noise_w, noise_s)
+    mV, Cs, CV = _test_moments(k.a1, k.s2, c, geo.gram, geo.rank, sp)
+    slope = 0.0 if law.iid_tokens else _slope_correction(act, dimension(n, c), c, k.a1, law.lags(s.size), s)
+    moments = (mV, Cs + slope, CV)
+    Et, norm2 = error_from_readout(E, F0, gamma, o, moments)
+    return {"test": float(Et), "train": E, "F": F0, "norm2": float(norm2), "overlaps": o,
+            "moments": moments, "spectra": sp, "slope": slope}

@@ -249,9 +249,9 @@ def test_front_linear_under_tokens_and_refusals_for_attention():
         with pytest.raises(ParameterError, match="W = I \\+ low rank only") as e:
             sa.Layer("tanh", residual=True).theory(1.0, 0.1, n=100, model=model, tokens=law)
         assert e.value.name == "tokens"
-        with pytest.raises(ParameterError, match="not derived") as e:
-            sa.generalization_error(c=1.0, gamma=0.1, n=100, model=model, tokens=law)
-        assert e.value.name == "error"
+        with pytest.raises(ParameterError) as e:          # the test error too (docs/theory.md §15.6)
+            sa.generalization_error(c=1.0, gamma=0.1, model=model, tokens=law)
+        assert e.value.name == "n"
     with pytest.raises(ParameterError) as e:
         sa.memorization_error(c=1.0, gamma=0.1, model="linear", tokens=law, backend="mpmath")
     assert e.value.name == "backend"
@@ -288,7 +288,7 @@ def test_cli_solve_linear_under_tokens(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv,name", [
     (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "both", "--error", "both", "--ar1", 0.5, "--json"], "n"),
-    (["solve", "--c", 0.5, "--gamma", 0.1, "--n", 100, "--model", "both", "--error", "both", "--ar1", 0.5], "error"),
+    (["solve", "--c", 0.5, "--gamma", 0.1, "--n", 100, "--model", "both", "--error", "both", "--ar1", -0.1], "ar1"),
     (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--ar1", 1.0], "ar1"),
     (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--markov", 0], "markov"),
     (["solve", "--c", 0.5, "--gamma", 0.1, "--model", "linear", "--ar1", 0.5, "--residual"], "tokens"),
@@ -299,11 +299,48 @@ def test_cli_bad_token_law_is_one_line_exit_2(capsys, argv, name):
     assert code == 2 and err.count("\n") == 1 and f"invalid {name}=" in err and "Traceback" not in err
 
 
-def test_cli_non_positive_definite_autocorr_file(capsys, tmp_path):
+@pytest.mark.parametrize("command", ["simulate", "solve"])
+def test_cli_non_positive_definite_autocorr_file(capsys, tmp_path, command):
     path = tmp_path / "bad.npy"
     np.save(path, np.array([0.9]))
-    code, out, err = _cli(capsys, "simulate", "--n", 40, "--c", 0.5, "--gamma", 0.1, "--autocorr", path)
+    code, out, err = _cli(capsys, command, "--n", 40, "--c", 0.5, "--gamma", 0.1, "--autocorr", path,
+                          "--model", "both", "--error", "both", "--json")
     assert code == 2 and err.count("\n") == 1 and "invalid autocorr=" in err
+
+
+def test_cli_both_models_both_errors_under_tokens(capsys, tmp_path):
+    """solve and simulate with --model both --error both --json under --ar1, and --autocorr with --markov:
+    solve's attention values are those of symattn.temporal (train §15.5, test §15.6)."""
+    import json
+    import warnings
+
+    from symattn.errors import AccuracyWarning
+    from symattn.temporal import attention_test_errors
+
+    path = tmp_path / "r.npy"
+    np.save(path, np.array([0.5, 0.2, -0.1]))
+    for law_args, law in (((("--ar1", 0.5),), TokenLaw(ar1=0.5)),
+                          ((("--autocorr", path), ("--markov", 0.8)), TokenLaw(autocorr=[0.5, 0.2, -0.1], markov=0.8))):
+        flags = [x for pair in law_args for x in pair]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AccuracyWarning)
+            code, out, err = _cli(capsys, "solve", "--c", 1, "--gamma", 0.1, 1, "--n", 300, "--model", "both",
+                                  "--error", "both", *flags, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        for j, g in enumerate((0.1, 1.0)):
+            r = attention_test_errors("tanh", 1.0, g, n=300, tokens=law)
+            assert data["E_attention_test"][j] == pytest.approx(r["test"], rel=1e-12)
+            assert data["E_attention"][j] == pytest.approx(r["train"], rel=1e-12)
+        assert len(data["E_linear_test"]) == 2
+        code, out, err = _cli(capsys, "simulate", "--n", 60, "--c", 1, "--gamma", 0.1, 1, "--model", "both",
+                              "--error", "both", "--draws", 2, *flags, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        assert all(len(data[k]["mean"]) == 2 for k in ("E_attention", "E_linear", "E_attention_test", "E_linear_test"))
+    code, out, err = _cli(capsys, "simulate", "--n", 60, "--c", 1, "--gamma", 1, "--model", "linear", "--ar1", 0.5,
+                          "--draws", 1, "--json")
+    assert code == 0 and json.loads(out)["E_attention"] is None, err
 
 
 def test_cli_simulate_under_tokens(capsys):

@@ -10,10 +10,13 @@ The cells come from the measured tables of docs/theory.md §15.3–§15.5 (exact
   ρ ∈ {0.5, 0.9}; c ∈ {0.5, 1}; n = 500, 8 draws), where the misses are;
 - ``docs/tokens_attention_heldout_mc.csv``: the held-out laws of §15.5 (AR(1) ρ = 0.65; r = (0.5, 0.2, −0.1)
   with Markov labels q = 0.8; AR(1) ρ = 0.8 with q = 0.9), tanh and ReLU, c = 1, n = 1000, 16 draws, seed 21;
+- ``docs/tokens_attention_test_theory_mc.csv``: attention's **test** error (block ``tokens-test``, ``error`` =
+  ``test``; docs/theory.md §15.6) at the grid above and the held-out laws, n = 1000, 16 draws (the Monte Carlo of
+  ``docs/tokens_attention_test_mc.csv`` with the theory of :func:`symattn.temporal.attention_test_errors`);
 - ``docs/tokens_lr_mc.csv``: ridge regression on X (engines ``temporal/linear`` and ``temporal/linear-test``,
   activation ``linear``), training and test error, n = 1000, 16 draws.
 
-Each row has the atlas' columns (:data:`symattn.accuracy.COLUMNS`) and block ``tokens``; its ``call`` holds the
+Each row has the atlas' columns (:data:`symattn.accuracy.COLUMNS`) and block ``tokens`` (``tokens-test``); its ``call`` holds the
 law (``tokens``: :meth:`symattn.tokens.TokenLaw.as_dict`), from which :func:`symattn.accuracy.load_atlas` reads
 the two coordinates the distance adds under a token law: r₁ (the lag-1 correlation of the noise) and
 ρ_y = 2q − 1 (of Markov labels; 0 for iid labels). The table is shipped as ``symattn/data/atlas_tokens.csv``
@@ -35,6 +38,7 @@ __all__ = ["token_cells", "write_token_table", "SOURCES"]
 #: the measured tables (under docs/) the block is made of, with their n and draws
 SOURCES = {"attention": (("tokens_attention_theory_mc.csv", 1000, 16), ("tokens_attention_theory_mc_n500.csv", 500, 8),
                          ("tokens_attention_heldout_mc.csv", 1000, 16)),
+           "attention-test": (("tokens_attention_test_theory_mc.csv", 1000, 16),),
            "linear": (("tokens_lr_mc.csv", 1000, 16),)}
 
 
@@ -50,7 +54,8 @@ def _law(text: str) -> dict:
             for k, v in re.findall(r"(\w+)=(\[[^\]]*\]|[^;]+)", text)}
 
 
-def _row(block, engine, activation, layer, c, gamma, n, snr, theory, mc, se, draws, law, geometry, features):
+def _row(block, engine, activation, layer, c, gamma, n, snr, theory, mc, se, draws, law, geometry, features,
+         error="train"):
     from ..tokens import as_token_law
 
     call = {"layer": layer.to_dict() if layer is not None else None, "c": c, "n": n, "mu": "zero" if snr == 0 else
@@ -61,7 +66,7 @@ def _row(block, engine, activation, layer, c, gamma, n, snr, theory, mc, se, dra
             "mu": call["mu"], "snr": snr, "align": features["align"], "log_reff": features["log_reff"],
             "theory": theory, "mc": mc, "se": se, "draws": draws, "gap": (mc - theory) / theory,
             "z": (mc - theory) / se if se > 0 else 0.0, "within": within_tolerance(theory, mc, se),
-            "call": json.dumps(call, sort_keys=True)}
+            "call": json.dumps(call, sort_keys=True), "error": error}
 
 
 def token_cells(docs) -> list:
@@ -81,15 +86,17 @@ def token_cells(docs) -> list:
 
     docs = Path(docs)
     rows = []
-    for name, n, draws in SOURCES["attention"]:
-        with open(docs / name, newline="", encoding="utf-8") as fh:
-            for r in csv.DictReader(fh):
-                layer = Layer(r["f"])
-                geo = Geometry.aligned(float(r["snr"]))
-                rows.append(_row("tokens", "temporal", layer.activation_name, layer, float(r["c"]), float(r["gamma"]),
-                                 n, float(r["snr"]), float(r["E_theory"]), float(r["E_mc"]), float(r["se"]), draws,
-                                 _law(r["law"]) if "law" in r else {"ar1": float(r["rho"])}, geo.as_dict(),
-                                 layer.features(geometry=geo)))
+    for error, source in (("train", "attention"), ("test", "attention-test")):
+        for name, n, draws in SOURCES[source]:
+            with open(docs / name, newline="", encoding="utf-8") as fh:
+                for r in csv.DictReader(fh):
+                    layer = Layer(r["f"])
+                    geo = Geometry.aligned(float(r["snr"]))
+                    rows.append(_row("tokens" if error == "train" else "tokens-test", "temporal", layer.activation_name,
+                                     layer, float(r["c"]), float(r["gamma"]), n, float(r["snr"]), float(r["E_theory"]),
+                                     float(r["E_mc"]), float(r["se"]), draws,
+                                     _law(r["law"]) if "law" in r else {"ar1": float(r["rho"])}, geo.as_dict(),
+                                     layer.features(geometry=geo), error=error))
     for name, n, draws in SOURCES["linear"]:
         with open(docs / name, newline="", encoding="utf-8") as fh:
             for r in csv.DictReader(fh):

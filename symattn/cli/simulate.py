@@ -76,6 +76,8 @@ def add_parser(subparsers):
     p.add_argument("--error", choices=("train", "test", "both"), default="train",
                    help="train: the memorisation error (default); test: the readout scored on a fresh sequence "
                         "per draw (docs/theory.md §14); both: the two, columns E_*_test beside E_*")
+    p.add_argument("--model", choices=("attention", "linear", "both"), default="both",
+                   help="which models are simulated (default both; the other's keys are null)")
     add_progress_flag(p)
     from .tokens import add_tokens_args
 
@@ -84,7 +86,8 @@ def add_parser(subparsers):
 
 
 def simulate_data(layer, n: int, c: float, gamma, mu=None, geometry=None, draws: int = 4, seed: int = 0,
-                  backend: str = "numpy", device: str | None = None, progress=None, error="train", tokens=None) -> dict:
+                  backend: str = "numpy", device: str | None = None, progress=None, error="train", tokens=None,
+                  model: str = "both") -> dict:
     """The ``symattn simulate --json`` object of one c: :meth:`SimulationResult.to_dict` of
     :meth:`symattn.Layer.simulate`.
 
@@ -98,7 +101,8 @@ def simulate_data(layer, n: int, c: float, gamma, mu=None, geometry=None, draws:
     ['E_attention', 'E_attention_test']
     """
     res = layer.simulate(n, c, gamma, mu=mu, geometry=geometry, draws=draws, seed=seed, backend=backend,
-                         device=device, progress=progress, error=error, tokens=tokens)
+                         device=device, progress=progress, error=error, tokens=tokens,
+                         models=("attention", "linear") if model == "both" else (model,))
     return res.to_dict()
 
 
@@ -139,7 +143,7 @@ def run(args) -> int:
         try:
             runs.append(simulate_data(layer, n, c, args.gamma, mu, geometry, args.draws, args.seed, args.backend,
                                       args.device, progress=False if args.no_progress else None, error=args.error,
-                                      tokens=law))
+                                      tokens=law, model=args.model))
         except np.linalg.LinAlgError as exc:  # LAPACK on a matrix with inf/NaN entries
             raise ParameterError("activation", args.activation, "an activation whose kernel stays finite in float64 "
                                  f"at n={n}, c={c:g}",
@@ -149,7 +153,8 @@ def run(args) -> int:
         params = {"command": "simulate", "activation": args.activation, "n": args.n, "c": list(args.c),
                   "gamma": list(args.gamma), "geometry": None if geometry is None else geometry.as_dict(),
                   "weights": args.weights, "mu": args.mu, "snr": args.snr, "draws": args.draws,
-                  "diagonal": args.diagonal, "device": args.device, "error": args.error, **variant_parameters(args),
+                  "diagonal": args.diagonal, "device": args.device, "error": args.error, "model": args.model,
+                  **variant_parameters(args),
                   **tokens_parameters(law)}
         for data in runs:   # the library's own provenance of each run, with the command line's parameters added
             data["provenance"]["parameters"] = {**params, **data["provenance"].get("parameters", {})}

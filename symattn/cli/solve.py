@@ -58,9 +58,8 @@ DESCRIPTION = """
 
     Time-correlated tokens (docs/theory.md §15): --ar1 RHO or --autocorr FILE.npy (r_1..r_L) correlate
     the tokens in time, --markov Q makes the labels a +-1 Markov chain. The theory under them is that
-    of linear regression, and attention's training error at finite p (needs --n; docs/theory.md
-    §15.5). Attention's test error under them is not derived and is refused (simulate it:
-    symattn simulate ... --ar1 RHO --error test)."""
+    of linear regression, and attention's training and test errors at finite p for the paper's layer
+    (needs --n; docs/theory.md §15.5, §15.6)."""
 EXAMPLES = [
     "symattn solve --activation tanh --c 0.5 --gamma 0.01 0.1 1 10",
     "symattn solve -a relu --c 1 --gamma 0.1 --aligned --snr 1 --json",
@@ -193,7 +192,7 @@ def solve_data(act: str, c, gamma, geometry=None, model: str = "both", backend: 
         The training error (keys ``E_attention``, ``E_linear``), the test error on a fresh sequence
         (keys ``E_attention_test``, ``E_linear_test``; docs/theory.md §14), or both.
     tokens : TokenLaw, dict or None
-        Time-correlated tokens and/or Markov labels (docs/theory.md §15; attention needs ``n``, training error only).
+        Time-correlated tokens and/or Markov labels (docs/theory.md §15; attention needs ``n``).
 
     Returns
     -------
