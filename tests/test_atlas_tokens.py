@@ -44,14 +44,15 @@ def test_token_table_is_consistent_and_is_what_the_measured_tables_make():
 
 
 def test_every_measured_miss_is_flagged_at_its_own_point():
-    """A query at the exact point of a cell outside max(3 se, 3 %) is flagged, with that cell's gap or a larger one."""
+    """A query at the exact point of a cell outside max(3 se, 3 %) is flagged, with that cell's gap or a larger one
+    (the training cells for the training error, the test cells of block ``tokens-test`` for the test error)."""
     rows = [r for r in load_atlas(TOKENS_ATLAS_PATH) if r["engine"] == "temporal"]
     misses = [r for r in rows if not r["within"]]
     assert misses, "the n = 500 cells of §15.4 hold misses (cos and ReLU with a signal at rho = 0.9)"
     for r in misses:
         tokens = {"ar1": r["r1"]} if not r["rho_y"] else {"ar1": r["r1"], "markov": (1 + r["rho_y"]) / 2}
         geo = sa.Geometry.aligned(r["snr"])
-        a = assess("temporal", r["activation"], r["c"], r["gamma"], n=r["n"], tokens=tokens,
+        a = assess("temporal", r["activation"], r["c"], r["gamma"], n=r["n"], tokens=tokens, error=r["error"],
                    **sa.Layer(r["activation"]).features(geometry=geo))
         assert a.flag(0) == "miss" and abs(float(a.gap)) >= abs(r["gap"]) - 1e-12, r
 

@@ -402,7 +402,6 @@ def substitutions() -> dict[str, str]:
         ok, total, gap = agreement(fig)
         out[f"{fig}_agree"] = count(ok, total)
         out[f"{fig}_max_gap"] = pct(gap)
-    out["tokens_mc_only"] = str(sum(r["kind"] == "mc_only" for r in rows("tokens")))   # no theory to compare
     out["paper_wall"] = paper_wall()
     out.update(atlas_substitutions())
     out.update(minilm_test_numbers())

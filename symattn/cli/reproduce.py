@@ -30,8 +30,8 @@ DESCRIPTION = """
     fig_softmax (the row softmax vs the entrywise exp kernel and E_LR) and, with the
     [real] extra, fig_minilm_heads (MiniLM's 12 real heads per layer, sum and concat).
     Time-correlated tokens (docs/theory.md §15): fig_tokens (train and test error against
-    the AR(1) correlation rho, attention and E_LR; its Monte Carlo rows of attention's test
-    error, which has no theory under correlation, have kind mc_only).
+    the AR(1) correlation rho, attention and E_LR, theory lines over Monte Carlo points; a
+    Monte Carlo row whose theory is unavailable has kind mc_only).
 
     CSV columns: figure, panel, kind (curve|point|diagnostic), curve, model, activation,
     diagonal, x_name, x, theory, mc_mean, mc_sem, mc_model, n, p, draws, c, gamma, snr,
