@@ -14,7 +14,7 @@ import symattn as sa
 from symattn.figures import tokens as fig
 from symattn.figures.reproduce import FIGURES
 from symattn.figures.runner import QUICK
-from symattn.temporal import attention_errors, linear_errors
+from symattn.temporal import attention_errors, attention_test_errors, linear_errors
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -45,8 +45,9 @@ def test_fig_tokens_theory_and_monte_carlo_are_the_librarys(tmp_path, monkeypatc
         elif r["error"] == "train":
             ref = attention_errors("tanh", 1.0, g, n=80, geometry=geo, tokens=law)["train"]
             assert float(r["theory"]) == pytest.approx(ref, rel=1e-7)
-        elif rho > 0:   # attention's test error under T: Monte Carlo alone until its theory exists
-            assert r["kind"] == "mc_only" and r["theory"] == ""
+        elif rho > 0:   # attention's test error under T (§15.6)
+            ref = attention_test_errors("tanh", 1.0, g, n=80, geometry=geo, tokens=law)["test"]
+            assert r["kind"] == "point" and float(r["theory"]) == pytest.approx(ref, rel=1e-7)
     assert ("Monte Carlo points without a theory" in res.note) == any(r["kind"] == "mc_only" for r in points)
     assert all(math.isfinite(float(r["theory"])) for r in rows if r["kind"] == "curve")
     assert np.isfinite([float(r["mc_sem"]) for r in points]).all()
