@@ -335,8 +335,8 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: boo
             nord = (2 if extended or ctx.dtype is object else 1) if orderings is None else orderings
             for perm in ((0, 1, 2), (1, 0, 2))[:nord]:
                 o = order[:, list(perm)]
-                zs, ms, ds = take(zc, o), take(m, o), take(md * dz, o)
-                zd = [_Dual(zs[:, i], take(dz, o)[:, i]) for i in range(3)]
+                zs, ms, ds, dzs = take(zc, o), take(m, o), take(md * dz, o), take(dz, o)
+                zd = [_Dual(zs[:, i], dzs[:, i]) for i in range(3)]
                 md_ = [_Dual(ms[:, i], ds[:, i]) for i in range(3)]
                 hs.append([h / L3 for h in _divided_basis(md_, zd, cc, Uc, Kc)])
         I1 = [ctx.real(h.v) for h in hs[0]]
@@ -397,37 +397,37 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
                 v = np.broadcast_to(v, (P,))
                 vals[:, i] = vals[:, i] + v * B.cont[:, s_]
                 mags[:, i] += np.abs(np.asarray(ctx.to_float(v), dtype=float)) * B.mag[:, s_]
-    else:   # the nonzero coefficients (nnz, block) times their basis integrals, summed per item
+    elif not (kernel.layout and P):
         vals, mags = np.zeros((P, kernel.items)), np.zeros((P, kernel.items))
-        if kernel.layout and P:
-            order, slots, runs = kernel.plan
-            vt, mt = np.zeros((kernel.items, P)), np.zeros((kernel.items, P))
-            contT, magT = np.ascontiguousarray(B.cont.T), np.ascontiguousarray(B.mag.T)
-            for lo in range(0, P, BLOCK):   # blocks of points: the (nnz, block) temporaries stay in cache
-                at = slice(lo, min(P, lo + BLOCK))
-                out = kernel.fn(*(x[at] if np.ndim(x) else x for x in args))
-                V = np.empty((len(order), at.stop - lo))
-                for r_, k in enumerate(order):   # a printed kernel: constants as scalars
-                    V[r_] = out[k]
-                W = V * contT[slots, at]
+    else:   # the nonzero coefficients (nnz, block) times their basis integrals, summed per item
+        order, slots, runs = kernel.plan
+        add = np.add.reduce   # np.sum without its Python wrapper (many short calls)
+        vt, mt = np.zeros((kernel.items, P)), np.zeros((kernel.items, P))
+        contT = np.ascontiguousarray(B.cont.T)
+        magT = np.ascontiguousarray(B.mag.T) if magnitudes else None
+        for lo in range(0, P, BLOCK):   # blocks of points: the (nnz, block) temporaries stay in cache
+            at = slice(lo, min(P, lo + BLOCK))
+            out = kernel.fn(*(x[at] if np.ndim(x) else x for x in args))
+            V = np.empty((len(order), at.stop - lo))
+            for r_, k in enumerate(order):   # a printed kernel: constants as scalars
+                V[r_] = out[k]
+            W = V * contT[slots, at]
+            if magnitudes:
+                np.abs(V, out=V)
+                V *= magT[slots, at]
+            for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
+                add(W[a_:b_], axis=0, out=vt[i, at])
                 if magnitudes:
-                    np.abs(V, out=V)
-                    V *= magT[slots, at]
-                for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
-                    np.sum(W[a_:b_], axis=0, out=vt[i, at])
-                    if magnitudes:
-                        np.sum(V[a_:b_], axis=0, out=mt[i, at])
-            vals, mags = vt.T, mt.T
+                    add(V[a_:b_], axis=0, out=mt[i, at])
+        vals, mags = vt.T, mt.T
     cont = (vals, mags)
     if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
-        g0 = np.zeros((P, kernel.items), dtype=dtype)
-        if dtype is object:
-            g0[...] = 0
+        vals, mags = vals.copy(), mags.copy()   # the atom's items only (the others gain (1 − c)_+·0)
         for i, v in zip(kernel.atom_items, kernel.atom_fn(*args)):
-            g0[:, i] = np.broadcast_to(v, (P,))
-        vals = vals + B.atom[:, None] * g0
-        if magnitudes or dtype is object:
-            mags = mags + np.abs(np.asarray(ctx.to_float(B.atom[:, None] * g0), dtype=float))
+            term = B.atom * np.broadcast_to(v, (P,))
+            vals[:, i] = vals[:, i] + term
+            if magnitudes or dtype is object:
+                mags[:, i] += np.abs(np.asarray(ctx.to_float(term), dtype=float))
     return (vals, mags) + cont if both else (vals, mags)
 
 
