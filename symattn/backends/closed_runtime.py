@@ -422,7 +422,7 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
         vals, mags = vt.T, mt.T
     cont = (vals, mags)
     if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
-        vals, mags = vals.copy(), mags.copy()   # the atom's items only (the others gain (1 − c)_+·0)
+        vals, mags = vals.copy(order="K"), mags.copy(order="K")   # the atom's items only (the others gain (1 − c)_+·0)
         for i, v in zip(kernel.atom_items, kernel.atom_fn(*args)):
             term = B.atom * np.broadcast_to(v, (P,))
             vals[:, i] = vals[:, i] + term
@@ -487,6 +487,25 @@ def newton_map(ctx, p, e, idx, kern, extended=True):
     ef = np.asarray(ctx.to_float(e), dtype=float)
     ok = B.ok & (ef[:, 0] > 0) & np.all(np.isfinite(np.asarray(ctx.to_float(vals), dtype=float)), axis=1)
     return vals[:, :3], mags[:, :3], vals[:, 3:12].reshape(-1, 3, 3), ok
+
+
+def inverse3(M):
+    """The inverses of the 3×3 matrices ``M`` (P, 3, 3), float64, as adjugate/determinant (a few array passes; no
+    batched LAPACK call, whose per-matrix overhead dominates at 3×3); a singular matrix gives inf/NaN rows.
+
+    Examples
+    --------
+    >>> M = np.array([[[2.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 4.0]]])
+    >>> bool(np.allclose(inverse3(M)[0] @ M[0], np.eye(3)))
+    True
+    """
+    a, b, c, d, e, f, g, h, i = (M[:, k, l] for k in range(3) for l in range(3))
+    C = np.empty(M.shape)
+    C[:, 0, 0], C[:, 0, 1], C[:, 0, 2] = e * i - f * h, c * h - b * i, b * f - c * e
+    C[:, 1, 0], C[:, 1, 1], C[:, 1, 2] = f * g - d * i, a * i - c * g, c * d - a * f
+    C[:, 2, 0], C[:, 2, 1], C[:, 2, 2] = d * h - e * g, b * g - a * h, a * e - b * d
+    with np.errstate(all="ignore"):
+        return C / (a * C[:, 0, 0] + b * C[:, 1, 0] + c * C[:, 2, 0])[:, None, None]
 
 
 def _residual(ctx, e, I, A):
@@ -584,7 +603,11 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
             break
         iterations += 1
         with np.errstate(all="ignore"):
-            step = ctx.solve(eye - JI[active], e[active] - I[active])
+            rhs = e[active] - I[active]
+            if ctx.dtype is float:   # 3×3: the explicit inverse (Newton corrects the step's rounding)
+                step = np.einsum("pij,pj->pi", inverse3(eye - JI[active]), rhs)
+            else:
+                step = ctx.solve(eye - JI[active], rhs)
         t = 1.0
         pending, pstep = active, step
         for _ in range(30):
@@ -659,10 +682,7 @@ def _solve_from(ctx, p: Points, idx, linear: bool, e, extended: bool = True):
         de = np.full(ef.shape, np.inf)
         if ok.any():
             Jinv = np.full(Jf.shape, np.nan)
-            try:
-                Jinv[ok] = np.linalg.inv(Jf[ok])
-            except np.linalg.LinAlgError:   # a singular one among them
-                Jinv[ok] = np.linalg.pinv(Jf[ok])
+            Jinv[ok] = inverse3(Jf[ok])   # singular: not finite, and the point is not converged
             scale = np.maximum(np.asarray(ctx.to_float(A[ok]), dtype=float), np.abs(ef[ok]))
             err = scale * np.maximum(u, np.asarray(res[ok], dtype=float)[:, None])
             de[ok] = np.einsum("pij,pj->pi", np.abs(Jinv[ok]), err)
