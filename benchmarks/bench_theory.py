@@ -25,6 +25,7 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import symattn as sa
+from symattn import accuracy
 from symattn.backends import solver
 from symattn.backends.context import FloatContext
 from symattn.backends.quadrature import mp_nodes
@@ -80,6 +81,12 @@ def main(argv=None):
     ap.add_argument("--sweep-quadrature", type=int, default=10000,
                     help="at most this many of the sweep's γ (evenly spaced) are solved by quadrature too")
     args = ap.parse_args(argv)
+    with accuracy.internal():   # the bench's own theory points: no accuracy assessment, no AccuracyWarning
+        bench(args)
+
+
+def bench(args):
+    """The measures of the module docstring, for the parsed command line ``args``."""
     print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     f = sa.activation("tanh")
     g = sa.Geometry.aligned(1.0)

@@ -335,8 +335,8 @@ def basis(ctx, rc, b0v, b1v, D0v, D1v, moments: int, linear: bool, extended: boo
             nord = (2 if extended or ctx.dtype is object else 1) if orderings is None else orderings
             for perm in ((0, 1, 2), (1, 0, 2))[:nord]:
                 o = order[:, list(perm)]
-                zs, ms, ds = take(zc, o), take(m, o), take(md * dz, o)
-                zd = [_Dual(zs[:, i], take(dz, o)[:, i]) for i in range(3)]
+                zs, ms, ds, dzs = take(zc, o), take(m, o), take(md * dz, o), take(dz, o)
+                zd = [_Dual(zs[:, i], dzs[:, i]) for i in range(3)]
                 md_ = [_Dual(ms[:, i], ds[:, i]) for i in range(3)]
                 hs.append([h / L3 for h in _divided_basis(md_, zd, cc, Uc, Kc)])
         I1 = [ctx.real(h.v) for h in hs[0]]
@@ -397,37 +397,37 @@ def integrate(ctx, kernel: ClosedKernel, B: Basis, args, P, continuous=False, bo
                 v = np.broadcast_to(v, (P,))
                 vals[:, i] = vals[:, i] + v * B.cont[:, s_]
                 mags[:, i] += np.abs(np.asarray(ctx.to_float(v), dtype=float)) * B.mag[:, s_]
-    else:   # the nonzero coefficients (nnz, block) times their basis integrals, summed per item
+    elif not (kernel.layout and P):
         vals, mags = np.zeros((P, kernel.items)), np.zeros((P, kernel.items))
-        if kernel.layout and P:
-            order, slots, runs = kernel.plan
-            vt, mt = np.zeros((kernel.items, P)), np.zeros((kernel.items, P))
-            contT, magT = np.ascontiguousarray(B.cont.T), np.ascontiguousarray(B.mag.T)
-            for lo in range(0, P, BLOCK):   # blocks of points: the (nnz, block) temporaries stay in cache
-                at = slice(lo, min(P, lo + BLOCK))
-                out = kernel.fn(*(x[at] if np.ndim(x) else x for x in args))
-                V = np.empty((len(order), at.stop - lo))
-                for r_, k in enumerate(order):   # a printed kernel: constants as scalars
-                    V[r_] = out[k]
-                W = V * contT[slots, at]
+    else:   # the nonzero coefficients (nnz, block) times their basis integrals, summed per item
+        order, slots, runs = kernel.plan
+        add = np.add.reduce   # np.sum without its Python wrapper (many short calls)
+        vt, mt = np.zeros((kernel.items, P)), np.zeros((kernel.items, P))
+        contT = np.ascontiguousarray(B.cont.T)
+        magT = np.ascontiguousarray(B.mag.T) if magnitudes else None
+        for lo in range(0, P, BLOCK):   # blocks of points: the (nnz, block) temporaries stay in cache
+            at = slice(lo, min(P, lo + BLOCK))
+            out = kernel.fn(*(x[at] if np.ndim(x) else x for x in args))
+            V = np.empty((len(order), at.stop - lo))
+            for r_, k in enumerate(order):   # a printed kernel: constants as scalars
+                V[r_] = out[k]
+            W = V * contT[slots, at]
+            if magnitudes:
+                np.abs(V, out=V)
+                V *= magT[slots, at]
+            for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
+                add(W[a_:b_], axis=0, out=vt[i, at])
                 if magnitudes:
-                    np.abs(V, out=V)
-                    V *= magT[slots, at]
-                for i, a_, b_ in runs:   # contiguous runs of rows (np.add.reduceat is slow along axis 0)
-                    np.sum(W[a_:b_], axis=0, out=vt[i, at])
-                    if magnitudes:
-                        np.sum(V[a_:b_], axis=0, out=mt[i, at])
-            vals, mags = vt.T, mt.T
+                    add(V[a_:b_], axis=0, out=mt[i, at])
+        vals, mags = vt.T, mt.T
     cont = (vals, mags)
     if not continuous and kernel.atom_fn is not None and np.any(np.asarray(ctx.to_float(B.atom), dtype=float) != 0):
-        g0 = np.zeros((P, kernel.items), dtype=dtype)
-        if dtype is object:
-            g0[...] = 0
+        vals, mags = vals.copy(order="K"), mags.copy(order="K")   # the atom's items only (the others gain (1 − c)_+·0)
         for i, v in zip(kernel.atom_items, kernel.atom_fn(*args)):
-            g0[:, i] = np.broadcast_to(v, (P,))
-        vals = vals + B.atom[:, None] * g0
-        if magnitudes or dtype is object:
-            mags = mags + np.abs(np.asarray(ctx.to_float(B.atom[:, None] * g0), dtype=float))
+            term = B.atom * np.broadcast_to(v, (P,))
+            vals[:, i] = vals[:, i] + term
+            if magnitudes or dtype is object:
+                mags[:, i] += np.abs(np.asarray(ctx.to_float(term), dtype=float))
     return (vals, mags) + cont if both else (vals, mags)
 
 
@@ -487,6 +487,25 @@ def newton_map(ctx, p, e, idx, kern, extended=True):
     ef = np.asarray(ctx.to_float(e), dtype=float)
     ok = B.ok & (ef[:, 0] > 0) & np.all(np.isfinite(np.asarray(ctx.to_float(vals), dtype=float)), axis=1)
     return vals[:, :3], mags[:, :3], vals[:, 3:12].reshape(-1, 3, 3), ok
+
+
+def inverse3(M):
+    """The inverses of the 3×3 matrices ``M`` (P, 3, 3), float64, as adjugate/determinant (a few array passes; no
+    batched LAPACK call, whose per-matrix overhead dominates at 3×3); a singular matrix gives inf/NaN rows.
+
+    Examples
+    --------
+    >>> M = np.array([[[2.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 4.0]]])
+    >>> bool(np.allclose(inverse3(M)[0] @ M[0], np.eye(3)))
+    True
+    """
+    a, b, c, d, e, f, g, h, i = (M[:, k, l] for k in range(3) for l in range(3))
+    C = np.empty(M.shape)
+    C[:, 0, 0], C[:, 0, 1], C[:, 0, 2] = e * i - f * h, c * h - b * i, b * f - c * e
+    C[:, 1, 0], C[:, 1, 1], C[:, 1, 2] = f * g - d * i, a * i - c * g, c * d - a * f
+    C[:, 2, 0], C[:, 2, 1], C[:, 2, 2] = d * h - e * g, b * g - a * h, a * e - b * d
+    with np.errstate(all="ignore"):
+        return C / (a * C[:, 0, 0] + b * C[:, 1, 0] + c * C[:, 2, 0])[:, None, None]
 
 
 def _residual(ctx, e, I, A):
@@ -584,7 +603,11 @@ def _newton(ctx, p, e, idx, kern, extended, target, tol, polish=False):
             break
         iterations += 1
         with np.errstate(all="ignore"):
-            step = ctx.solve(eye - JI[active], e[active] - I[active])
+            rhs = e[active] - I[active]
+            if ctx.dtype is float:   # 3×3: the explicit inverse (Newton corrects the step's rounding)
+                step = np.einsum("pij,pj->pi", inverse3(eye - JI[active]), rhs)
+            else:
+                step = ctx.solve(eye - JI[active], rhs)
         t = 1.0
         pending, pstep = active, step
         for _ in range(30):
@@ -659,10 +682,7 @@ def _solve_from(ctx, p: Points, idx, linear: bool, e, extended: bool = True):
         de = np.full(ef.shape, np.inf)
         if ok.any():
             Jinv = np.full(Jf.shape, np.nan)
-            try:
-                Jinv[ok] = np.linalg.inv(Jf[ok])
-            except np.linalg.LinAlgError:   # a singular one among them
-                Jinv[ok] = np.linalg.pinv(Jf[ok])
+            Jinv[ok] = inverse3(Jf[ok])   # singular: not finite, and the point is not converged
             scale = np.maximum(np.asarray(ctx.to_float(A[ok]), dtype=float), np.abs(ef[ok]))
             err = scale * np.maximum(u, np.asarray(res[ok], dtype=float)[:, None])
             de[ok] = np.einsum("pij,pj->pi", np.abs(Jinv[ok]), err)

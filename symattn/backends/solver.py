@@ -895,7 +895,8 @@ def _dense(kernel, values, P, dtype):
     out = np.zeros((P, rows * cols))
     if kernel.entries:
         flat = [i * cols + j for i, j in kernel.entries]
-        out[:, flat] = np.stack([np.broadcast_to(v, (P,)) for v in kernel.nonzero(*values)], axis=1)
+        out[:, flat] = np.stack([v if np.shape(v) == (P,) else np.broadcast_to(v, (P,)) for v in kernel.nonzero(*values)],
+                                axis=1)
     return out.reshape(P, rows, cols)
 
 
