@@ -499,7 +499,7 @@ def attention_test_errors(f="tanh", c=0.5, gamma=1.0, n=1000, geometry=None, tok
     >>> from symattn import Geometry, generalization_error
     >>> r = attention_test_errors("tanh", c=1.0, gamma=1.0, n=500, geometry=Geometry.aligned(1.0))
     >>> ref = generalization_error("tanh", 1.0, 1.0, n=500, geometry=Geometry.aligned(1.0))
-    >>> bool(abs(r["test"] / ref - 1) < 1e-7)           # T = I: the iid test error of §14
+    >>> bool(abs(r["test"] / ref - 1) < 1e-3)   # T = I: §14's iid value, less its O(1/n) term (§14.10; 3e-4 here)
     True
     >>> a = attention_test_errors("relu", c=0.5, gamma=0.01, n=500)["test"]
     >>> b = attention_test_errors("relu", c=0.5, gamma=0.01, n=500, tokens={"ar1": 0.9})["test"]
