@@ -8,9 +8,9 @@ c = 0.5, each with μ = 0 and with the aligned signal w_K = w_Q = μ, ‖μ‖²
   docs/theory.md §15.5) over Monte Carlo points;
 - ridge regression on X, training and test error: theory lines (:func:`symattn.temporal.linear_errors`,
   §15.2) over Monte Carlo points;
-- attention's test error: Monte Carlo points, and its theory line wherever :meth:`symattn.Layer.theory` gives
-  attention's test error under a token law (today it refuses it, naming ``error``: the points then stand alone,
-  joined by a thin dotted line; the line appears with no change here once the theory exists).
+- attention's test error: theory line (:meth:`symattn.Layer.theory` with ``error='test'``, that is
+  :func:`symattn.temporal.attention_test_errors`, §15.6) over Monte Carlo points; where the theory refuses or fails
+  a point, its Monte Carlo stands alone (kind ``mc_only``), joined by a thin dotted line.
 
 The Monte Carlo (``tokens=``, every draw tested on a fresh sequence of the same law) runs in :func:`make_tokens`
 at ρ ∈ :data:`RHOS`, n = ``s.n`` and ``s.draws`` draws (quick: n = 400, 5 draws, a few seconds a column), seed
@@ -72,8 +72,8 @@ def plan_tokens(s, runner):
 
 
 def theory(f, c, gamma, n, snr, rho, model, error) -> float:
-    r"""One theory value under AR(1) ρ (attention at finite n, §15.5; ridge regression, §15.2); NaN where the
-    theory refuses the point (attention's test error under a token law) or fails.
+    r"""One theory value under AR(1) ρ (attention at finite n: §15.5 train, §15.6 test; ridge regression, §15.2);
+    NaN where the theory refuses the point or fails.
 
     Examples
     --------
@@ -158,7 +158,7 @@ def make_tokens(s, runner, out: Path) -> FigureResult:
                            fontsize="small", handler_map={tuple: HandlerTuple(ndivide=None)})
     fig.suptitle("time-correlated tokens: train (dashed) and test (solid) error against the AR(1) correlation ρ, "
                  "attention (red) and ridge regression on X (blue); aligned: $w_K=w_Q=\\mu$, $\\|\\mu\\|^2=1$\n"
-                 f"lines: theory (docs/theory.md §15.2, §15.5; attention at n = {s.n}); markers: exact Monte Carlo "
+                 f"lines: theory (docs/theory.md §15.2, §15.5, §15.6; attention at n = {s.n}); markers: exact Monte Carlo "
                  f"n = {s.n}, {s.draws} draws, each tested on a fresh sequence of the same law, ±1 s.e.",
                  fontsize="small")
     alone = sum(r["kind"] == "mc_only" for r in rec.rows)
