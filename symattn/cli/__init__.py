@@ -98,20 +98,32 @@ def _raise_interrupt(signum, frame) -> None:
 def _install_interrupt_hook() -> None:
     """Ctrl-C from here on gives ``symattn: error: interrupted`` and exit 130, never a traceback:
     deferred during the imports, then raised inside :func:`main`; a KeyboardInterrupt that still
-    escapes main is caught by ``sys.excepthook``."""
-    previous = sys.excepthook
+    escapes main is caught by ``sys.excepthook``, and one that lands where Python would ignore it (a weakref
+    callback or ``__del__``: "Exception ignored in") by ``sys.unraisablehook``."""
+    previous, previous_unraisable = sys.excepthook, sys.unraisablehook
+
+    def report_and_exit():
+        _ignore_interrupts()
+        try:
+            sys.stderr.write("symattn: error: interrupted\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(130)
 
     def hook(tp, value, tb):
         if tp is not None and (issubclass(tp, KeyboardInterrupt) or _INTERRUPTED):
-            _ignore_interrupts()
-            try:
-                sys.stderr.write("symattn: error: interrupted\n")
-                sys.stderr.flush()
-            finally:
-                os._exit(130)
+            report_and_exit()
         previous(tp, value, tb)
 
+    def unraisable(info):
+        # the KeyboardInterrupt of _raise_interrupt can land where Python only prints "Exception ignored in"
+        # and carries on (a weakref callback of the import machinery, a __del__): it must still end the run
+        if info.exc_type is not None and issubclass(info.exc_type, KeyboardInterrupt):
+            report_and_exit()
+        previous_unraisable(info)
+
     sys.excepthook = hook
+    sys.unraisablehook = unraisable
     try:
         signal.signal(signal.SIGINT, _defer_interrupt)
     except (ValueError, OSError):  # pragma: no cover - not the main thread
