@@ -490,8 +490,9 @@ def newton_map(ctx, p, e, idx, kern, extended=True):
 
 
 def inverse3(M):
-    """The inverses of the 3×3 matrices ``M`` (P, 3, 3), float64, as adjugate/determinant (a few array passes; no
-    batched LAPACK call, whose per-matrix overhead dominates at 3×3); a singular matrix gives inf/NaN rows.
+    """The inverses of the 3×3 matrices ``M`` (..., 3, 3) as adjugate/determinant, in the arithmetic of its entries
+    (float64, complex, or mpmath numbers in an object array): a few array passes, no batched LAPACK call, whose
+    per-matrix overhead dominates at 3×3. A singular matrix gives inf/NaN entries (float) or raises (mpmath).
 
     Examples
     --------
@@ -499,13 +500,12 @@ def inverse3(M):
     >>> bool(np.allclose(inverse3(M)[0] @ M[0], np.eye(3)))
     True
     """
-    a, b, c, d, e, f, g, h, i = (M[:, k, l] for k in range(3) for l in range(3))
-    C = np.empty(M.shape)
-    C[:, 0, 0], C[:, 0, 1], C[:, 0, 2] = e * i - f * h, c * h - b * i, b * f - c * e
-    C[:, 1, 0], C[:, 1, 1], C[:, 1, 2] = f * g - d * i, a * i - c * g, c * d - a * f
-    C[:, 2, 0], C[:, 2, 1], C[:, 2, 2] = d * h - e * g, b * g - a * h, a * e - b * d
-    with np.errstate(all="ignore"):
-        return C / (a * C[:, 0, 0] + b * C[:, 1, 0] + c * C[:, 2, 0])[:, None, None]
+    a, b, c, d, e, f, g, h, i = (M[..., k, l] for k in range(3) for l in range(3))
+    C = np.empty_like(M)
+    C[..., 0, 0], C[..., 0, 1], C[..., 0, 2] = e * i - f * h, c * h - b * i, b * f - c * e
+    C[..., 1, 0], C[..., 1, 1], C[..., 1, 2] = f * g - d * i, a * i - c * g, c * d - a * f
+    C[..., 2, 0], C[..., 2, 1], C[..., 2, 2] = d * h - e * g, b * g - a * h, a * e - b * d
+    return C / (a * C[..., 0, 0] + b * C[..., 1, 0] + c * C[..., 2, 0])[..., None, None]
 
 
 def _residual(ctx, e, I, A):
@@ -682,7 +682,8 @@ def _solve_from(ctx, p: Points, idx, linear: bool, e, extended: bool = True):
         de = np.full(ef.shape, np.inf)
         if ok.any():
             Jinv = np.full(Jf.shape, np.nan)
-            Jinv[ok] = inverse3(Jf[ok])   # singular: not finite, and the point is not converged
+            with np.errstate(all="ignore"):   # singular: not finite, and the point is not converged
+                Jinv[ok] = inverse3(Jf[ok])
             scale = np.maximum(np.asarray(ctx.to_float(A[ok]), dtype=float), np.abs(ef[ok]))
             err = scale * np.maximum(u, np.asarray(res[ok], dtype=float)[:, None])
             de[ok] = np.einsum("pij,pj->pi", np.abs(Jinv[ok]), err)

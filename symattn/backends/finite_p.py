@@ -45,10 +45,10 @@ from ..errors import ConvergenceError, FiniteSizeWarning, ParameterError
 from ..gauss import composite_gauss_legendre, gauss_hermite
 from ..model import STRONG_SIGNAL_T, as_geometry, dimension, kernel_constants, signal_strength, weight_strength
 
+from .closed_runtime import inverse3
 from .fixedpoint import Anderson, GrowthRestart, fixed_point
 
 __all__ = [
-    "inv3",
     "weighted_svd",
     "CORRECTIONS",
     "LATENT_NODES",
@@ -338,35 +338,6 @@ def latent_diagonal(f, kern: dict, p: int, geometry) -> np.ndarray:
 
 
 # ============================================================================ linear algebra helpers
-def inv3(A):
-    """Batched inverse of 3×3 matrices by the adjugate, A⁻¹ = adj(A)/det A (the same formula in every arithmetic).
-
-    Parameters
-    ----------
-    A : numpy.ndarray, shape (..., 3, 3)
-
-    Examples
-    --------
-    >>> A = np.array([[2.0, 1, 0], [1, 3, 1], [0, 1, 4]])
-    >>> bool(np.allclose(inv3(A[None])[0] @ A, np.eye(3)))
-    True
-    """
-    a, b, c = A[..., 0, 0], A[..., 0, 1], A[..., 0, 2]
-    d, e, f = A[..., 1, 0], A[..., 1, 1], A[..., 1, 2]
-    g, h, i = A[..., 2, 0], A[..., 2, 1], A[..., 2, 2]
-    C00, C01, C02 = e * i - f * h, -(d * i - f * g), d * h - e * g
-    det = a * C00 + b * C01 + c * C02
-    out = np.empty_like(A)
-    out[..., 0, 0], out[..., 1, 0], out[..., 2, 0] = C00 / det, C01 / det, C02 / det
-    out[..., 0, 1] = -(b * i - c * h) / det
-    out[..., 1, 1] = (a * i - c * g) / det
-    out[..., 2, 1] = -(a * h - b * g) / det
-    out[..., 0, 2] = (b * f - c * e) / det
-    out[..., 1, 2] = -(a * f - c * d) / det
-    out[..., 2, 2] = (a * e - b * d) / det
-    return out
-
-
 def weighted_svd(ctx, K, w, tol):
     r"""K(ω, ω') ≈ Σ_r σ_r ψ_r(ω) χ_r(ω') with E[ψ_r ψ_s] = E[χ_r χ_s] = δ_rs under the weights w.
 
@@ -568,9 +539,9 @@ def solve_pencil(ctx, c, z, d, w, separable, S2, Dself=None, tol=None, max_iter=
         RN[:, 1, 1] = W2 @ b[:, 0, 0]
         RN[:, 0, 1] = W3 @ b[:, 1, 0]
         RN[:, 1, 0] = W3 @ b[:, 0, 1]
-        return inv3(L0 + RS + RN)
+        return inverse3(L0 + RS + RN)
 
-    G = inv3(L0) if G0 is None else G0.copy()
+    G = inverse3(L0) if G0 is None else G0.copy()
     imag_scale = abs(ctx.imag(z))
 
     def size(diff, G):

@@ -43,7 +43,8 @@ from ..gauss import gauss_hermite
 
 from .context import FloatContext
 from .general_w import general_w_error
-from .finite_p import inv3, weighted_svd, latent_quadrature, latent_resolvent
+from .closed_runtime import inverse3
+from .finite_p import weighted_svd, latent_quadrature, latent_resolvent
 from .fixedpoint import Anderson, GrowthRestart, fixed_point
 
 __all__ = ["bulk_kernels", "solve_bulk_pencil", "cross_term_shift", "bulk_signal_error", "MAX_RANK", "DIAG_NODES"]
@@ -322,12 +323,12 @@ def solve_bulk_pencil(kern, c, z, rank=None, tol=1e-12, G0=None, maxiter=400):
         Snn[:, 1, 1] += W2 @ G[:, 0, 0]
         Snn[:, 0, 1] += W3 @ G[:, 1, 0]
         Snn[:, 1, 0] += W3 @ G[:, 0, 1]
-        return inv3(L0 - Snn), None
+        return inverse3(L0 - Snn), None
 
     def size(Gn, G):
         return float(np.max(np.abs(Gn - G))) / max(1.0, float(np.max(np.abs(G))))
 
-    G = inv3(L0) if G0 is None else G0.copy()
+    G = inverse3(L0) if G0 is None else G0.copy()
     out = fixed_point(rhs, G, [Anderson(depth=6, mixing=1.0, damping=0.5, solver="ridge", ridge=1e-13)],
                       tol=tol, residual=size, maxiter=maxiter, inclusive=True, restart=GrowthRestart(10.0),
                       name="the bulk-pencil Dyson equation (strong direction on W's bulk)")
